@@ -1,0 +1,173 @@
+"""One exception class per MCP wire error code, shared by server and client.
+
+`to_wire()` turns an error into the JSON-RPC error object; `from_wire()` picks the class back by
+code, so `except mrtr.errors.InvalidParams` works on both sides of the wire.
+"""
+
+# Design: `http_status` is a class attribute (like h11's error_status_hint) so the transport never
+# decides a status code itself. Tool failures are results (`isError: true`), never these errors.
+from __future__ import annotations
+
+from typing import ClassVar
+
+import msgspec
+
+__all__ = [
+    "HeaderMismatch",
+    "InternalError",
+    "InvalidParams",
+    "InvalidRequest",
+    "InvalidRequestState",
+    "MethodNotFound",
+    "MissingRequiredClientCapability",
+    "MrtrError",
+    "ParseError",
+    "ProtocolError",
+    "UnsupportedProtocolVersion",
+    "from_wire",
+]
+
+JSONValue = object
+
+
+class MrtrError(Exception):
+    """Base of every error mrtr raises."""
+
+
+class ProtocolError(MrtrError):
+    """A JSON-RPC error: it has a wire `code`, a `message`, optional `data` and an HTTP status."""
+
+    code: ClassVar[int] = -32603
+    http_status: ClassVar[int] = 400
+    default_message: ClassVar[str] = "Error"
+    # Set by the protocol decoder when the offending message's id was readable, so the
+    # transport can echo it in the error response.
+    request_id: str | int | None = None
+
+    def __init__(self, message: str | None = None, *, data: object = None) -> None:
+        self.message = message if message is not None else self.default_message
+        self.data = data
+        super().__init__(self.message)
+
+    def to_wire(self) -> dict[str, object]:
+        """Return the JSON-RPC `error` object (data omitted when None)."""
+        wire: dict[str, object] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            wire["data"] = self.data
+        return wire
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, code={self.code}, data={self.data!r})"
+
+
+class ParseError(ProtocolError):
+    code = -32700
+    default_message = "Parse error"
+
+
+class InvalidRequest(ProtocolError):
+    code = -32600
+    default_message = "Invalid Request"
+
+
+class MethodNotFound(ProtocolError):
+    code = -32601
+    http_status = 404
+    default_message = "Method not found"
+
+
+class InvalidParams(ProtocolError):
+    code = -32602
+    default_message = "Invalid params"
+
+
+class InvalidRequestState(InvalidParams):
+    """A requestState that failed verification; the reason is logged, never sent."""
+
+    FROZEN_MESSAGE: ClassVar[str] = "Invalid or expired requestState"
+
+    def __init__(self, reason: str = "unspecified") -> None:
+        super().__init__(self.FROZEN_MESSAGE)
+        self.reason = reason
+
+
+class InternalError(ProtocolError):
+    code = -32603
+    http_status = 500
+    default_message = "Internal error"
+
+
+class HeaderMismatch(ProtocolError):
+    code = -32020
+    default_message = "Header mismatch"
+
+
+class MissingRequiredClientCapability(ProtocolError):
+    code = -32021
+    default_message = "Missing required client capability"
+
+    def __init__(
+        self, required: dict[str, object] | None = None, message: str | None = None
+    ) -> None:
+        self.required: dict[str, object] = dict(required or {})
+        super().__init__(message, data={"requiredCapabilities": self.required})
+
+
+class UnsupportedProtocolVersion(ProtocolError):
+    code = -32022
+    default_message = "Unsupported protocol version"
+
+    def __init__(
+        self, supported: list[str], requested: str, message: str | None = None
+    ) -> None:
+        self.supported = list(supported)
+        self.requested = requested
+        super().__init__(message, data={"supported": self.supported, "requested": requested})
+
+
+_BY_CODE: dict[int, type[ProtocolError]] = {
+    cls.code: cls
+    for cls in (
+        ParseError,
+        InvalidRequest,
+        MethodNotFound,
+        InvalidParams,
+        InternalError,
+        HeaderMismatch,
+        MissingRequiredClientCapability,
+        UnsupportedProtocolVersion,
+    )
+}
+
+
+def from_wire(error: object) -> ProtocolError:
+    """Build the matching error from a JSON-RPC error object (a dict or a Struct with code/message).
+
+    Unknown codes give a plain `ProtocolError` carrying that code.
+    """
+    if isinstance(error, msgspec.Struct):
+        error = msgspec.to_builtins(error)
+    if not isinstance(error, dict):
+        return InternalError("Malformed error object", data=error)
+    code = error.get("code")
+    message = error.get("message")
+    data = error.get("data")
+    text = message if isinstance(message, str) else None
+    cls = _BY_CODE.get(code) if isinstance(code, int) else None
+    if cls is MissingRequiredClientCapability:
+        req = data.get("requiredCapabilities") if isinstance(data, dict) else None
+        return MissingRequiredClientCapability(req if isinstance(req, dict) else {}, text)
+    if cls is UnsupportedProtocolVersion:
+        sup = data.get("supported") if isinstance(data, dict) else None
+        reqd = data.get("requested") if isinstance(data, dict) else None
+        return UnsupportedProtocolVersion(
+            [v for v in sup if isinstance(v, str)] if isinstance(sup, list) else [],
+            reqd if isinstance(reqd, str) else "",
+            text,
+        )
+    if cls is not None:
+        return cls(text, data=data)
+    err = ProtocolError(text, data=data)
+    if isinstance(code, int):
+        err.code = code  # type: ignore[misc]  # instance override for codes we do not model
+    return err

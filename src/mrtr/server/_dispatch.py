@@ -1,0 +1,220 @@
+"""Dispatcher: the one place where requests meet handlers and exceptions become wire errors."""
+
+# Design: check order follows FIXTURES §3.1 — decode (ParseError, InvalidRequest, missing _meta),
+# headers (HeaderMismatch), version (-32022), method (-32601), capability (-32021), then params.
+# Transports call `receive` then `handle` and write `Reply.body` with `Reply.http_status`.
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from mrtr.errors import InternalError, MethodNotFound, ProtocolError
+from mrtr.protocol import (
+    METHODS,
+    SERVER_INFO_KEY,
+    SUPPORTED_VERSIONS,
+    UNSET,
+    CallToolRequest,
+    CancelledNotification,
+    CompleteRequest,
+    CompleteResult,
+    Completion,
+    DiscoverResult,
+    ServerCapabilities,
+    check_headers,
+    check_version,
+    decode_client_message,
+    encode_error,
+    encode_result,
+)
+from mrtr.server._listing import Lister
+from mrtr.server._peer import NotificationSink, Peer
+from mrtr.server._registry import Server
+from mrtr.server._rounds import RoundEngine
+from mrtr.server._runs import Runner
+from mrtr.server._sealing import Sealer
+
+__all__ = ["Dispatcher", "Reply"]
+
+Message = Any  # a decoded ClientRequest or ClientNotification Struct
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One JSON-RPC response: a result or an error, ready to encode."""
+
+    request_id: str | int | None
+    result: msgspec.Struct | None = None
+    error: ProtocolError | None = None
+
+    @property
+    def http_status(self) -> int:
+        return self.error.http_status if self.error is not None else 200
+
+    @property
+    def body(self) -> bytes:
+        if self.error is not None:
+            return encode_error(self.request_id, self.error)
+        assert self.result is not None
+        return encode_result(self.request_id, self.result)  # type: ignore[arg-type]
+
+
+class Dispatcher:
+    """Serves decoded requests for one Server with one Sealer."""
+
+    def __init__(
+        self,
+        server: Server,
+        *,
+        sealer: Sealer | None = None,
+        max_rounds: int = 16,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.server = server
+        self.log = logger or logging.getLogger("mrtr.server")
+        # Design: an ephemeral key is the explicit single-process default; `mrtr serve` and
+        # multi-replica deployments pass a Sealer built from the shared key ring.
+        self.sealer = sealer if sealer is not None else Sealer.ephemeral(audience=server.name)
+        meta = {SERVER_INFO_KEY: {"name": server.name, "version": server.version}}
+        self.result_meta = meta
+        engine = RoundEngine(self.sealer, max_rounds=max_rounds)
+        self._lister = Lister(server, meta)
+        self._runner = Runner(server, engine, meta, self.log)
+        self._routes: dict[str, Callable[[Any, Peer, NotificationSink | None], Any]] = {
+            "server/discover": self._discover,
+            "tools/list": self._lister.tools,
+            "prompts/list": self._lister.prompts,
+            "resources/list": self._lister.resources,
+            "resources/templates/list": self._lister.templates,
+            "tools/call": self._runner.call_tool,
+            "prompts/get": self._runner.get_prompt,
+            "resources/read": self._runner.read_resource,
+            "completion/complete": self._complete,
+        }
+
+    # -- transport-facing ----------------------------------------------------------------------
+    def receive(self, body: bytes, headers: Mapping[str, str] | None = None) -> Message:
+        """Decode one client message and, for HTTP, check its `Mcp-*` headers against it.
+
+        `headers` have lower-cased names; None skips the header checks (stdio, in-memory).
+        Raises a ProtocolError whose `request_id` is set when the id was readable.
+        """
+        message = decode_client_message(body)
+        if headers is not None and not isinstance(message, CancelledNotification):
+            if hasattr(message, "id"):
+                try:
+                    self._check_headers(message, headers)
+                except ProtocolError as exc:
+                    exc.request_id = message.id
+                    raise
+        return message
+
+    async def handle(
+        self, request: Message, peer: Peer, sink: NotificationSink | None = None
+    ) -> Reply:
+        """Serve one decoded request; every failure becomes an error Reply, never an exception."""
+        try:
+            check_version(request.params.meta)
+            route = self._routes.get(request.method)
+            if route is None or not self._advertised(request.method):
+                raise MethodNotFound(f"Method not found: {request.method}")
+            result = await route(request, peer, sink)
+            return Reply(request.id, result)
+        except ProtocolError as exc:
+            self.log.info("request %r failed: %r", request.id, exc)
+            return Reply(request.id, error=exc)
+        except Exception:
+            self.log.exception("internal error serving %s", request.method)
+            return Reply(request.id, error=InternalError())
+
+    async def handle_bytes(
+        self,
+        body: bytes,
+        peer: Peer,
+        *,
+        headers: Mapping[str, str] | None = None,
+        sink: NotificationSink | None = None,
+    ) -> Reply | None:
+        """`receive` + `handle`; None for a notification (HTTP answers 202)."""
+        try:
+            message = self.receive(body, headers)
+        except ProtocolError as exc:
+            return Reply(exc.request_id, error=exc)
+        if not hasattr(message, "id"):
+            return None
+        return await self.handle(message, peer, sink)
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _check_headers(self, message: Message, headers: Mapping[str, str]) -> None:
+        spec = METHODS.get(message.method)
+        params = message.params
+        name: str | None = None
+        arguments: Mapping[str, object] | None = None
+        header_map: Mapping[str, str] = {}
+        if spec is not None and spec.name_field is not None:
+            field = {"name": "name", "uri": "uri", "taskId": "task_id"}[spec.name_field]
+            name = getattr(params, field, None)
+        if isinstance(message, CallToolRequest):
+            entry = self.server.tables.tools.get(params.name)
+            arguments = params.arguments if params.arguments is not UNSET else {}
+            header_map = entry.header_map if entry is not None else {}
+        check_headers(
+            headers,
+            protocol_version=params.meta.protocol_version,
+            method=message.method,
+            name=name,
+            arguments=arguments,
+            header_map=header_map,
+        )
+
+    def capabilities(self) -> ServerCapabilities:
+        tables = self.server.tables
+        return ServerCapabilities(
+            tools={} if tables.tools else UNSET,
+            prompts={} if tables.prompts else UNSET,
+            resources={} if tables.resources or tables.templates else UNSET,
+            completions={} if tables.completions else UNSET,
+        )
+
+    def _advertised(self, method: str) -> bool:
+        spec = METHODS.get(method)
+        needed = spec.server_capability if spec is not None else None
+        if needed is None:
+            return True
+        return getattr(self.capabilities(), needed) is not UNSET
+
+    async def _discover(self, request: Message, peer: Peer, sink: object) -> DiscoverResult:
+        server = self.server
+        return DiscoverResult(
+            supported_versions=list(SUPPORTED_VERSIONS),
+            capabilities=self.capabilities(),
+            instructions=server.instructions if server.instructions is not None else UNSET,
+            ttl_ms=server.cache.ttl_ms,
+            cache_scope=server.cache.scope,  # type: ignore[arg-type]
+            meta=self.result_meta,
+        )
+
+    async def _complete(self, request: CompleteRequest, peer: Peer, sink: object) -> CompleteResult:
+        params = request.params
+        ref = params.ref
+        key = ("ref/prompt", ref.name) if ref.type == "ref/prompt" else ("ref/resource", ref.uri)
+        entry = self.server.tables.completions.get(key)  # type: ignore[arg-type]
+        values: list[str] = []
+        if entry is not None:
+            context = {}
+            if params.context is not UNSET and params.context.arguments is not UNSET:
+                context = dict(params.context.arguments)
+            args = (params.argument.name, params.argument.value, context)
+            found = await (entry.call(self._runner.bare_context(request, peer), *args)
+                           if entry.wants_ctx else entry.call(*args))
+            values = [str(v) for v in found]
+        if len(values) > 100:
+            return CompleteResult(
+                completion=Completion(values=values[:100], total=len(values), has_more=True),
+                meta=self.result_meta,
+            )
+        return CompleteResult(completion=Completion(values=values), meta=self.result_meta)

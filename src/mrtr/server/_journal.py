@@ -1,0 +1,42 @@
+"""The journal: what a flow carries from round to round inside the sealed requestState."""
+
+# Design: the body is msgpack (compact, fast) and opaque to the Sealer, which only binds and
+# encrypts it. `pending` lists the keys the last round asked, so a retry may only answer those.
+from __future__ import annotations
+
+import msgspec
+
+from mrtr.protocol import JSON
+
+__all__ = ["Answer", "FlowState", "decode_flow", "encode_flow"]
+
+
+class Answer(msgspec.Struct, array_like=True):
+    """One accepted answer: the shape digest of the ask it answered and the raw response."""
+
+    shape: str
+    value: JSON
+
+
+class FlowState(msgspec.Struct, array_like=True):
+    """Everything a flow needs from earlier rounds; round 0 means no state was presented."""
+
+    flow: str = ""
+    round: int = 0
+    journal: dict[str, Answer] = msgspec.field(default_factory=dict)
+    onces: dict[str, JSON] = msgspec.field(default_factory=dict)
+    pending: list[str] = msgspec.field(default_factory=list)
+    state: JSON = None
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(FlowState)
+
+
+def encode_flow(flow: FlowState) -> bytes:
+    return _ENCODER.encode(flow)
+
+
+def decode_flow(body: bytes) -> FlowState:
+    """Decode a sealed body; raises msgspec.DecodeError/ValidationError on corruption."""
+    return _DECODER.decode(body)

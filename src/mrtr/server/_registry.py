@@ -1,0 +1,272 @@
+"""Server: the registry of tools, prompts, resources and completions, filled by decorators."""
+
+# Design: everything derivable from a handler (schemas, the wire Tool/Prompt/Resource objects,
+# header maps, the argument converter) is computed once here at registration, never per request.
+# The Server holds no keys and no I/O: the Dispatcher pairs it with a Sealer and a clock.
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from mrtr.protocol import (
+    UNSET,
+    Prompt,
+    PromptArgument,
+    Resource,
+    ResourceTemplate,
+    Tool,
+    ToolAnnotations,
+    tool_header_map,
+)
+from mrtr.server._context import Context
+from mrtr.server._schema import ToolSignature, docstring_summary, return_schema, signature_schema
+
+__all__ = ["CachePolicy", "Server"]
+
+Fn = TypeVar("Fn", bound=Callable[..., Any])
+Handler = Callable[..., Awaitable[Any]]
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+@dataclass(frozen=True, slots=True)
+class CachePolicy:
+    """The caching hints (`ttlMs`, `cacheScope`) put on discover, list and read results."""
+
+    ttl_ms: int = 60_000
+    scope: str = "private"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEntry:
+    tool: Tool
+    call: Handler  # call(ctx, **arguments)
+    signature: ToolSignature
+    header_map: dict[str, str]
+    wants_ctx: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PromptEntry:
+    prompt: Prompt
+    call: Handler
+    required: tuple[str, ...]
+    wants_ctx: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceEntry:
+    resource: Resource | ResourceTemplate
+    call: Handler
+    mime_type: str | None
+    wants_ctx: bool
+    pattern: re.Pattern[str] | None = None  # templates only
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionEntry:
+    call: Handler
+    wants_ctx: bool
+
+
+@dataclass(slots=True)
+class _Tables:
+    tools: dict[str, ToolEntry] = field(default_factory=dict)
+    prompts: dict[str, PromptEntry] = field(default_factory=dict)
+    resources: dict[str, ResourceEntry] = field(default_factory=dict)
+    templates: dict[str, ResourceEntry] = field(default_factory=dict)
+    completions: dict[tuple[str, str], CompletionEntry] = field(default_factory=dict)
+
+
+class Server:
+    """An MCP server definition: `@app.tool()`, `@app.prompt()`, `@app.resource(uri)`."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        version: str = "0.0.0",
+        title: str | None = None,
+        instructions: str | None = None,
+        cache: CachePolicy = CachePolicy(),  # noqa: B008 - frozen value object
+        page_size: int = 100,
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.title = title
+        self.instructions = instructions
+        self.cache = cache
+        self.page_size = page_size
+        self.tables = _Tables()
+
+    # -- tools ---------------------------------------------------------------------------------
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        input_schema: dict[str, object] | None = None,
+    ) -> Callable[[Fn], Fn]:
+        """Register a tool; the input schema comes from the type hints unless given verbatim."""
+
+        def register(fn: Fn) -> Fn:
+            tool_name = name or fn.__name__
+            if not _NAME.match(tool_name):
+                raise ValueError(f"tool name {tool_name!r} must match {_NAME.pattern}")
+            ctx_param = _context_param(fn)
+            sig = signature_schema(fn, skip={ctx_param} if ctx_param else set())
+            schema = input_schema if input_schema is not None else sig.input_schema
+            out = return_schema(fn)
+            tool = Tool(
+                name=tool_name,
+                title=title if title is not None else UNSET,
+                description=_describe(description, fn, tool_name),
+                input_schema=schema,
+                output_schema=out if out is not None else UNSET,
+                annotations=annotations if annotations is not None else UNSET,
+            )
+            header_map = tool_header_map(schema)
+            self.tables.tools[tool_name] = ToolEntry(
+                tool, _as_async(fn), sig, header_map, ctx_param is not None
+            )
+            return fn
+
+        return register
+
+    # -- prompts -------------------------------------------------------------------------------
+    def prompt(
+        self, name: str | None = None, *, title: str | None = None, description: str | None = None
+    ) -> Callable[[Fn], Fn]:
+        """Register a prompt; its string parameters become the prompt's arguments."""
+
+        def register(fn: Fn) -> Fn:
+            prompt_name = name or fn.__name__
+            ctx_param = _context_param(fn)
+            arguments: list[PromptArgument] = []
+            required: list[str] = []
+            for param in inspect.signature(fn).parameters.values():
+                if param.name == ctx_param:
+                    continue
+                is_required = param.default is inspect.Parameter.empty
+                arguments.append(PromptArgument(name=param.name, required=is_required))
+                if is_required:
+                    required.append(param.name)
+            prompt = Prompt(
+                name=prompt_name,
+                title=title if title is not None else UNSET,
+                description=_describe(description, fn, prompt_name),
+                arguments=arguments if arguments else UNSET,
+            )
+            self.tables.prompts[prompt_name] = PromptEntry(
+                prompt, _as_async(fn), tuple(required), ctx_param is not None
+            )
+            return fn
+
+        return register
+
+    # -- resources -----------------------------------------------------------------------------
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+    ) -> Callable[[Fn], Fn]:
+        """Register a resource, or a template when `uri` has `{variables}` (RFC 6570 level 1)."""
+
+        def register(fn: Fn) -> Fn:
+            res_name = name or fn.__name__
+            ctx_param = _context_param(fn)
+            common: dict[str, Any] = {
+                "name": res_name,
+                "title": title if title is not None else UNSET,
+                "description": _describe(description, fn, res_name),
+                "mime_type": mime_type if mime_type is not None else UNSET,
+            }
+            call = _as_async(fn)
+            if "{" in uri:
+                template = ResourceTemplate(uri_template=uri, **common)
+                entry = ResourceEntry(
+                    template, call, mime_type, ctx_param is not None, _template_pattern(uri)
+                )
+                self.tables.templates[uri] = entry
+            else:
+                entry = ResourceEntry(Resource(uri=uri, **common), call, mime_type, ctx_param is not None)
+                self.tables.resources[uri] = entry
+            return fn
+
+        return register
+
+    # -- completion ----------------------------------------------------------------------------
+    def completion(
+        self, *, prompt: str | None = None, resource_template: str | None = None
+    ) -> Callable[[Fn], Fn]:
+        """Register argument completion for a prompt or a resource template.
+
+        The handler is `fn([ctx,] argument: str, value: str, context: dict[str, str]) -> list[str]`.
+        """
+        if (prompt is None) == (resource_template is None):
+            raise ValueError("give exactly one of prompt= or resource_template=")
+        ref = ("ref/prompt", prompt) if prompt is not None else ("ref/resource", resource_template)
+
+        def register(fn: Fn) -> Fn:
+            entry = CompletionEntry(_as_async(fn), _context_param(fn) is not None)
+            self.tables.completions[(ref[0], str(ref[1]))] = entry
+            return fn
+
+        return register
+
+    # -- lookups used by the dispatcher ---------------------------------------------------------
+    def match_template(self, uri: str) -> tuple[ResourceEntry, dict[str, str]] | None:
+        """The first template matching `uri`, with its variables."""
+        for entry in self.tables.templates.values():
+            assert entry.pattern is not None
+            found = entry.pattern.fullmatch(uri)
+            if found:
+                return entry, found.groupdict()
+        return None
+
+
+def _describe(description: str | None, fn: Callable[..., object], name: str) -> str:
+    return description or docstring_summary(fn) or name.replace("_", " ")
+
+
+def _context_param(fn: Callable[..., object]) -> str | None:
+    """The parameter that receives the Context: annotated `Context`, or named `ctx`."""
+    try:
+        hints = inspect.get_annotations(fn, eval_str=True)
+    except Exception:  # noqa: BLE001 - unresolved annotations: fall back to the name
+        hints = {}
+    for param in inspect.signature(fn).parameters.values():
+        if hints.get(param.name) is Context or param.name == "ctx":
+            return param.name
+    return None
+
+
+def _as_async(fn: Callable[..., Any]) -> Handler:
+    """Async handlers run as they are; sync ones in a worker thread so they cannot block."""
+    if inspect.iscoroutinefunction(fn):
+        return fn
+
+    @functools.wraps(fn)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    return call
+
+
+def _template_pattern(template: str) -> re.Pattern[str]:
+    parts = re.split(r"\{([A-Za-z0-9_]+)\}", template)
+    regex = "".join(
+        f"(?P<{part}>[^/]+)" if i % 2 else re.escape(part) for i, part in enumerate(parts)
+    )
+    return re.compile(regex)

@@ -1,0 +1,99 @@
+"""Turn what a handler returned into the wire result of its method."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+
+import msgspec
+
+from mrtr.protocol import (
+    UNSET,
+    AudioContent,
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    GetPromptResult,
+    ImageContent,
+    PromptMessage,
+    ReadResourceResult,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+
+__all__ = ["ToolError", "prompt_result", "resource_contents", "tool_error", "tool_result"]
+
+_BLOCKS = (TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource)
+_JSON = msgspec.json.Encoder()
+
+
+class ToolError(Exception):
+    """Raise from a tool to report a failure to the model as an `isError: true` result.
+
+    The message is sent as is; other exceptions are reported with a generic text and logged.
+    """
+
+
+def tool_error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(text=text)], is_error=True)
+
+
+def tool_result(value: object, *, structured: bool) -> CallToolResult:
+    """Content for `value`: text, a content block or list of them, or JSON (+ structuredContent)."""
+    if isinstance(value, CallToolResult):
+        return value
+    if value is None:
+        return CallToolResult(content=[])
+    if isinstance(value, str):
+        return CallToolResult(content=[TextContent(text=value)])
+    if isinstance(value, _BLOCKS):
+        return CallToolResult(content=[value])
+    if isinstance(value, list | tuple) and value and all(isinstance(v, _BLOCKS) for v in value):
+        return CallToolResult(content=list(value))
+    data = msgspec.to_builtins(value)
+    text = _JSON.encode(data).decode()
+    if structured:
+        return CallToolResult(content=[TextContent(text=text)], structured_content=data)
+    return CallToolResult(content=[TextContent(text=text)])
+
+
+def prompt_result(value: object, description: str | None) -> GetPromptResult:
+    """Messages for `value`: a string (one user message), PromptMessages, or a full result."""
+    if isinstance(value, GetPromptResult):
+        return value
+    items: Sequence[object] = value if isinstance(value, list | tuple) else [value]
+    messages: list[PromptMessage] = []
+    for item in items:
+        if isinstance(item, PromptMessage):
+            messages.append(item)
+        elif isinstance(item, str):
+            messages.append(PromptMessage(role="user", content=TextContent(text=item)))
+        elif isinstance(item, _BLOCKS):
+            messages.append(PromptMessage(role="user", content=item))
+        else:
+            raise TypeError(f"a prompt cannot return {type(item).__name__}")
+    return GetPromptResult(
+        messages=messages, description=description if description is not None else UNSET
+    )
+
+
+def resource_contents(
+    value: object, uri: str, mime_type: str | None
+) -> list[TextResourceContents | BlobResourceContents]:
+    """Contents for `value`: text, bytes (sent as a blob), or contents objects."""
+    if isinstance(value, ReadResourceResult):
+        return list(value.contents)
+    if isinstance(value, TextResourceContents | BlobResourceContents):
+        return [value]
+    if isinstance(value, list) and all(
+        isinstance(v, TextResourceContents | BlobResourceContents) for v in value
+    ):
+        return list(value)
+    if isinstance(value, bytes):
+        blob = base64.b64encode(value).decode()
+        return [BlobResourceContents(uri=uri, blob=blob, mime_type=mime_type or UNSET)]
+    if isinstance(value, str):
+        return [TextResourceContents(uri=uri, text=value, mime_type=mime_type or "text/plain")]
+    text = _JSON.encode(msgspec.to_builtins(value)).decode()
+    return [TextResourceContents(uri=uri, text=text, mime_type=mime_type or "application/json")]

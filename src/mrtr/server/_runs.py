@@ -1,0 +1,203 @@
+"""Runner: the three methods that may take several rounds (tools/call, prompts/get, resources/read)."""
+
+# Design: each method builds a Binding factory (computed only when a state is opened or sealed),
+# opens the flow, runs the handler through the round engine and shapes the result. Failures inside
+# a tool become `isError` results; inside prompts and resources they become frozen -32603 errors.
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+
+from mrtr.errors import InternalError, InvalidParams, ProtocolError
+from mrtr.protocol import (
+    UNSET,
+    CallToolRequest,
+    CallToolResult,
+    GetPromptRequest,
+    GetPromptResult,
+    InputRequiredResult,
+    ReadResourceRequest,
+    ReadResourceResult,
+)
+from mrtr.server._asks import Declined
+from mrtr.server._context import Context
+from mrtr.server._journal import FlowState
+from mrtr.server._peer import NotificationSink, Peer
+from mrtr.server._registry import Server, ToolEntry
+from mrtr.server._results import ToolError, prompt_result, resource_contents, tool_error, tool_result
+from mrtr.server._rounds import RoundEngine
+from mrtr.server._schema import ArgumentsInvalid, convert_arguments
+from mrtr.server._sealing import Binding, digest_arguments
+
+__all__ = ["Runner"]
+
+_EMPTY_FLOW_DIGEST = digest_arguments({})
+
+
+class Runner:
+    """Runs handlers for one Server through one RoundEngine."""
+
+    def __init__(
+        self, server: Server, engine: RoundEngine, meta: dict[str, Any], log: logging.Logger
+    ) -> None:
+        self._server = server
+        self._engine = engine
+        self._meta = meta
+        self._log = log
+
+    def bare_context(self, request: Any, peer: Peer) -> Context:
+        """A Context for handlers that never ask (completion)."""
+        return Context(
+            request_id=request.id,
+            meta=request.params.meta,
+            peer=peer,
+            flow=FlowState(),
+            input_responses={},
+        )
+
+    async def _run(
+        self,
+        request: Any,
+        peer: Peer,
+        sink: NotificationSink | None,
+        target: str,
+        arguments: object,
+        invoke: Callable[[Context], Awaitable[Any]],
+    ) -> Any:
+        params = request.params
+
+        def bind() -> Binding:
+            digest = digest_arguments(arguments) if arguments else _EMPTY_FLOW_DIGEST
+            return Binding(
+                method=request.method, target=target, arguments_digest=digest,
+                principal=peer.principal,
+            )
+
+        flow, deadline = self._engine.open(params.request_state, bind)
+        responses = params.input_responses if params.input_responses is not UNSET else {}
+        ctx = Context(
+            request_id=request.id,
+            meta=params.meta,
+            peer=peer,
+            flow=flow,
+            input_responses=responses,
+            sink=sink,
+        )
+        return await self._engine.run(invoke, ctx, flow, bind, deadline)
+
+    # -- tools/call ------------------------------------------------------------------------------
+    async def call_tool(
+        self, request: CallToolRequest, peer: Peer, sink: NotificationSink | None
+    ) -> CallToolResult | InputRequiredResult:
+        params = request.params
+        entry = self._server.tables.tools.get(params.name)
+        if entry is None:
+            raise InvalidParams(f"Unknown tool: {params.name}")
+        arguments = params.arguments if params.arguments is not UNSET else {}
+
+        async def invoke(ctx: Context) -> Any:
+            args = await _arguments(ctx, entry, arguments)
+            return await (entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args))
+
+        try:
+            out = await self._run(request, peer, sink, params.name, arguments, invoke)
+        except ProtocolError:
+            raise
+        except ArgumentsInvalid as exc:
+            out = tool_error(str(exc))
+        except Declined as exc:
+            out = tool_error(str(exc))
+        except ToolError as exc:
+            out = tool_error(str(exc))
+        except Exception:
+            self._log.exception("tool %s failed", params.name)
+            out = tool_error(f"Tool {params.name} failed.")
+        if isinstance(out, InputRequiredResult):
+            return _with_meta(out, self._meta)
+        result = tool_result(out, structured=entry.tool.output_schema is not UNSET)
+        return _with_meta(result, self._meta)
+
+    # -- prompts/get -----------------------------------------------------------------------------
+    async def get_prompt(
+        self, request: GetPromptRequest, peer: Peer, sink: NotificationSink | None
+    ) -> GetPromptResult | InputRequiredResult:
+        params = request.params
+        entry = self._server.tables.prompts.get(params.name)
+        if entry is None:
+            raise InvalidParams(f"Unknown prompt: {params.name}")
+        arguments = dict(params.arguments) if params.arguments is not UNSET else {}
+        missing = [name for name in entry.required if name not in arguments]
+        if missing:
+            raise InvalidParams(f"Missing required arguments: {', '.join(missing)}")
+        known = {a.name for a in entry.prompt.arguments} if entry.prompt.arguments else set()
+        args = {k: v for k, v in arguments.items() if k in known}
+
+        async def invoke(ctx: Context) -> Any:
+            return await (entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args))
+
+        out = await self._guarded(
+            self._run(request, peer, sink, params.name, arguments, invoke), params.name
+        )
+        if isinstance(out, InputRequiredResult):
+            return _with_meta(out, self._meta)
+        description = entry.prompt.description
+        result = prompt_result(out, description if isinstance(description, str) else None)
+        return _with_meta(result, self._meta)
+
+    # -- resources/read --------------------------------------------------------------------------
+    async def read_resource(
+        self, request: ReadResourceRequest, peer: Peer, sink: NotificationSink | None
+    ) -> ReadResourceResult | InputRequiredResult:
+        uri = request.params.uri
+        entry = self._server.tables.resources.get(uri)
+        variables: dict[str, str] = {}
+        if entry is None:
+            found = self._server.match_template(uri)
+            if found is None:
+                raise InvalidParams(f"Resource not found: {uri}", data={"uri": uri})
+            entry, variables = found
+
+        async def invoke(ctx: Context) -> Any:
+            call = entry.call
+            return await (call(ctx, **variables) if entry.wants_ctx else call(**variables))
+
+        out = await self._guarded(self._run(request, peer, sink, uri, None, invoke), uri)
+        if isinstance(out, InputRequiredResult):
+            return _with_meta(out, self._meta)
+        cache = self._server.cache
+        return ReadResourceResult(
+            contents=resource_contents(out, uri, entry.mime_type),
+            ttl_ms=cache.ttl_ms,
+            cache_scope=cache.scope,  # type: ignore[arg-type]
+            meta=self._meta,
+        )
+
+    async def _guarded(self, run: Awaitable[Any], target: str) -> Any:
+        try:
+            return await run
+        except ProtocolError:
+            raise
+        except Declined as exc:
+            raise InvalidParams(str(exc)) from exc
+        except Exception as exc:
+            self._log.exception("handler for %s failed", target)
+            raise InternalError() from exc
+
+
+async def _arguments(ctx: Context, entry: ToolEntry, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Validate arguments, first eliciting the AskIfMissing parameters the client left out."""
+    asks = entry.signature.ask_if_missing
+    missing = {name: spec for name, spec in asks.items() if arguments.get(name) is None}
+    if missing:
+        answers = await ctx.elicit_fields(missing)
+        arguments = {**arguments, **answers}
+    return convert_arguments(entry.signature, arguments)
+
+
+def _with_meta(result: Any, meta: dict[str, Any]) -> Any:
+    if result.meta is UNSET:
+        return msgspec.structs.replace(result, meta=meta)
+    return result

@@ -1,0 +1,217 @@
+"""Tool input and output schemas from type hints, computed once at registration."""
+
+# Design: the parameters (minus framework-injected ones) become one msgspec Struct built with
+# defstruct, so one msgspec.convert both validates and converts `arguments`, and the inputSchema
+# is msgspec's own schema for that Struct: the schema and the validator cannot disagree.
+# AskIfMissing parameters default to UNSET so that "omitted" stays visible to the round engine.
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import inspect
+import re
+import typing
+from collections.abc import Callable, Collection, Mapping
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from mrtr.server._forms import field_property, humanise, unwrap
+
+__all__ = [
+    "ArgumentsInvalid",
+    "AskIfMissing",
+    "Header",
+    "ToolSignature",
+    "convert_arguments",
+    "docstring_summary",
+    "return_schema",
+    "signature_schema",
+]
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_TYPES = (str, int, bool)
+
+
+class ArgumentsInvalid(ValueError):
+    """Tool `arguments` do not match the input schema; the message names the failing path."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Header:
+    """Parameter marker: mirror this argument in the `Mcp-Param-{name}` HTTP header."""
+
+    name: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AskIfMissing:
+    """Parameter marker: when the client omits this argument, elicit it from the user."""
+
+    message: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolSignature:
+    """What registration learns from a handler's signature."""
+
+    input_schema: dict[str, object]
+    args_type: type[msgspec.Struct]
+    param_names: tuple[str, ...]
+    headers: Mapping[str, str]  # parameter → x-mcp-header name
+    ask_if_missing: Mapping[str, tuple[str, dict[str, object]]]  # param → (message, property)
+
+
+def _hints(fn: Callable[..., object]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except NameError as exc:
+        raise TypeError(f"{_name(fn)}: cannot resolve an annotation ({exc})") from None
+
+
+def _name(fn: Callable[..., object]) -> str:
+    return str(getattr(fn, "__qualname__", fn))
+
+
+def _strip_markers(annotation: object) -> tuple[object, Header | None, AskIfMissing | None]:
+    """Remove our markers from an Annotated type, keeping msgspec.Meta and the rest."""
+    if typing.get_origin(annotation) is not Annotated:
+        return annotation, None, None
+    base, *extras = typing.get_args(annotation)
+    header = next((m for m in extras if isinstance(m, Header)), None)
+    ask = next((m for m in extras if isinstance(m, AskIfMissing)), None)
+    rest = [m for m in extras if not isinstance(m, Header | AskIfMissing)]
+    return (typing.cast(Any, Annotated)[(base, *rest)] if rest else base), header, ask
+
+
+def _check_header(param: str, header: Header, annotation: object, seen: set[str]) -> None:
+    base = unwrap(annotation)[0]
+    if base not in _HEADER_TYPES:
+        raise TypeError(f"parameter {param!r}: Header needs a str, int or bool, not {base!r}")
+    if not _TOKEN.fullmatch(header.name) or header.name.lower() in seen:
+        raise TypeError(f"parameter {param!r}: invalid or duplicate header name {header.name!r}")
+    seen.add(header.name.lower())
+
+
+def _default(param: inspect.Parameter) -> object:
+    """The defstruct default: a factory for non-empty mutable defaults (msgspec refuses them)."""
+    value = param.default
+    if value is inspect.Parameter.empty:
+        return msgspec.NODEFAULT
+    if isinstance(value, list | dict | set | bytearray) and value:
+        return msgspec.field(default_factory=functools.partial(copy.deepcopy, value))
+    return value
+
+
+def _inline(tp: object) -> dict[str, object]:
+    """msgspec's schema for an object type, inlined, other components kept under `$defs`."""
+    (ref,), components = msgspec.json.schema_components([tp], ref_template="#/$defs/{name}")
+    body = dict(components.pop(str(ref["$ref"]).rsplit("/", 1)[1]))
+    body.pop("title", None)
+    if components:
+        body["$defs"] = components
+    return body
+
+
+def _parameters(fn: Callable[..., object], skip: Collection[str]) -> list[inspect.Parameter]:
+    params = []
+    for p in inspect.signature(fn).parameters.values():
+        if p.name in skip:
+            continue
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            raise TypeError(f"{_name(fn)}: parameter {p.name!r} must be passable by keyword")
+        params.append(p)
+    return params
+
+
+def signature_schema(fn: Callable[..., object], *, skip: Collection[str]) -> ToolSignature:
+    """Build the inputSchema and argument converter for `fn`, ignoring `skip` parameters.
+
+    Raises TypeError for unsupported parameter types or misused markers.
+    """
+    hints = _hints(fn)
+    fields: list[tuple[str, object, object]] = []
+    headers: dict[str, str] = {}
+    asks: dict[str, tuple[str, dict[str, object]]] = {}
+    defaults: dict[str, object] = {}
+    for p in _parameters(fn, skip):
+        annotation, header, ask = _strip_markers(hints.get(p.name, Any))
+        default = _default(p)
+        if p.default is not inspect.Parameter.empty:
+            defaults[p.name] = msgspec.to_builtins(p.default)
+        if header is not None:
+            _check_header(p.name, header, annotation, {h.lower() for h in headers.values()})
+            headers[p.name] = header.name
+        if ask is not None:
+            asks[p.name] = _ask(p, annotation, ask)
+            annotation, default = typing.cast(Any, typing.Union)[annotation, UnsetType], UNSET
+        fields.append((p.name, annotation, default))
+    args_type = msgspec.defstruct(f"{getattr(fn, '__name__', 'tool')}_arguments", fields,
+                                  kw_only=True, module=getattr(fn, "__module__", None))
+    try:
+        body = _inline(args_type)
+    except TypeError as exc:
+        raise TypeError(f"{_name(fn)}: unsupported parameter type: {exc}") from None
+    props = typing.cast(dict[str, dict[str, object]], body.setdefault("properties", {}))
+    for name, value in defaults.items():
+        props[name]["default"] = value
+    for name, header_name in headers.items():
+        props[name]["x-mcp-header"] = header_name
+    schema: dict[str, object] = {"type": "object", "properties": props,
+                                 "required": body.get("required", [])}
+    if "$defs" in body:
+        schema["$defs"] = body["$defs"]
+    return ToolSignature(schema, args_type, tuple(f[0] for f in fields), headers, asks)
+
+
+def _ask(p: inspect.Parameter, annotation: object,
+         ask: AskIfMissing) -> tuple[str, dict[str, object]]:
+    default = p.default if p.default is not inspect.Parameter.empty else msgspec.NODEFAULT
+    try:
+        prop = field_property(p.name, annotation, default)
+    except TypeError as exc:
+        raise TypeError(f"parameter {p.name!r}: AskIfMissing needs a form-friendly type: "
+                        f"{exc}") from None
+    return ask.message or f"Please provide {humanise(p.name).lower()}.", prop
+
+
+def convert_arguments(sig: ToolSignature, arguments: Mapping[str, object]) -> dict[str, object]:
+    """Validate and convert `arguments` into handler keyword arguments.
+
+    Unknown keys are ignored; omitted AskIfMissing parameters are absent from the result.
+    Raises ArgumentsInvalid.
+    """
+    if not isinstance(arguments, Mapping):
+        raise ArgumentsInvalid("Invalid arguments: expected an object")
+    try:
+        args = msgspec.convert(dict(arguments), sig.args_type)
+    except msgspec.ValidationError as exc:
+        raise ArgumentsInvalid(f"Invalid arguments: {exc}") from None
+    values = {name: getattr(args, name) for name in sig.param_names}
+    return {name: value for name, value in values.items() if value is not UNSET}
+
+
+def _is_object_type(tp: object) -> bool:
+    if not isinstance(tp, type) or tp.__module__.startswith("mrtr."):
+        return False  # framework types (CallToolResult, Ask, ...) are results, not output
+    if issubclass(tp, msgspec.Struct):
+        return not tp.__struct_config__.array_like
+    return typing.is_typeddict(tp) or dataclasses.is_dataclass(tp)
+
+
+def return_schema(fn: Callable[..., object]) -> dict[str, object] | None:
+    """The outputSchema for a Struct / TypedDict / dataclass return annotation, else None."""
+    tp = _hints(fn).get("return")
+    while typing.get_origin(tp) is Annotated:
+        tp = typing.get_args(tp)[0]
+    return _inline(tp) if _is_object_type(tp) else None
+
+
+def docstring_summary(fn: Callable[..., object]) -> str | None:
+    """The first paragraph of `fn`'s docstring, on one line."""
+    doc = inspect.getdoc(fn)
+    if not doc:
+        return None
+    return " ".join(doc.strip().split("\n\n", 1)[0].split()) or None
