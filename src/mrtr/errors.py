@@ -13,6 +13,7 @@ from typing import ClassVar
 import msgspec
 
 __all__ = [
+    "from_wire",
     "HeaderMismatch",
     "InternalError",
     "InvalidParams",
@@ -24,7 +25,6 @@ __all__ = [
     "ParseError",
     "ProtocolError",
     "UnsupportedProtocolVersion",
-    "from_wire",
 ]
 
 JSONValue = object

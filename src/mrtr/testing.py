@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -25,13 +25,14 @@ from mrtr.protocol import PROTOCOL_VERSION
 from mrtr.server import Dispatcher, Peer, Sealer, Server
 
 __all__ = [
+    "ALL_CAPABILITIES",
     "ANSWER_CANCEL",
     "ANSWER_DECLINE",
     "Clock",
+    "flip_bit",
     "Flow",
     "TestClient",
-    "ALL_CAPABILITIES",
-    "flip_bit",
+    "then",
 ]
 
 ALL_CAPABILITIES: dict[str, Any] = {
@@ -43,6 +44,13 @@ ANSWER_DECLINE: dict[str, Any] = {"action": "decline"}
 ANSWER_CANCEL: dict[str, Any] = {"action": "cancel"}
 
 Answer = Any  # dict content, bool (confirm), a full response dict with "action", or a callable
+
+
+class then(tuple[Any, ...]):  # noqa: N801 - reads as a verb in scripts
+    """Successive answers to the same ask key: `answers={"details": then(bad, good)}`."""
+
+    def __new__(cls, *answers: Any) -> then:
+        return super().__new__(cls, answers)
 
 
 class Clock:
@@ -166,7 +174,7 @@ class TestClient:
         name: str,
         arguments: Mapping[str, Any] | None = None,
         *,
-        answers: Mapping[str, Answer | Sequence[Answer]] | None = None,
+        answers: Mapping[str, Answer] | None = None,
         max_rounds: int = 10,
     ) -> Flow:
         return self.drive("tools/call", {"name": name, "arguments": dict(arguments or {})},
@@ -177,13 +185,13 @@ class TestClient:
         name: str,
         arguments: Mapping[str, str] | None = None,
         *,
-        answers: Mapping[str, Answer | Sequence[Answer]] | None = None,
+        answers: Mapping[str, Answer] | None = None,
     ) -> Flow:
         return self.drive("prompts/get", {"name": name, "arguments": dict(arguments or {})},
                           answers, 10)
 
     def read_resource(
-        self, uri: str, *, answers: Mapping[str, Answer | Sequence[Answer]] | None = None
+        self, uri: str, *, answers: Mapping[str, Answer] | None = None
     ) -> Flow:
         return self.drive("resources/read", {"uri": uri}, answers, 10)
 
@@ -191,11 +199,11 @@ class TestClient:
         self,
         method: str,
         params: Mapping[str, Any],
-        answers: Mapping[str, Answer | Sequence[Answer]] | None,
+        answers: Mapping[str, Answer] | None,
         max_rounds: int,
     ) -> Flow:
         """Send `method` and answer every round from `answers` until a final reply."""
-        script = {k: list(v) if isinstance(v, list) else [v] for k, v in (answers or {}).items()}
+        script = {k: list(v) if isinstance(v, then) else [v] for k, v in (answers or {}).items()}
         flow = Flow()
         extra: dict[str, Any] = {}
         for _ in range(max_rounds):

@@ -6,11 +6,12 @@ import datetime as dt
 import enum
 import json
 import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import msgspec
 import pytest
 from hypothesis import given, settings
@@ -52,9 +53,8 @@ class Everything(Form):
     size: Annotated[Literal["s", "m"], Choices({"s": "Small", "m": "Medium"})] = "m"
     when: dt.datetime | None = None
     toppings: Annotated[list[Literal["ham", "egg", "kale"]], Meta(min_length=1, max_length=2)]
-    labels: Annotated[frozenset[Literal["a", "b"]], Choices({"a": "Alpha", "b": "Beta"})] = (
+    labels: Annotated[frozenset[Literal["a", "b"]], Choices({"a": "Alpha", "b": "Beta"})] = \
         frozenset({"b"})
-    )
     shades: set[Colour] = msgspec.field(default_factory=set)
 
 
@@ -78,6 +78,12 @@ GOOD = {"reason": "broken", "email": "ann@example.com", "boxes": 2, "pickup_date
 FORMS: list[type[Form]] = [ReturnDetails, Everything, Camel, Confirmation]
 
 
+def _props(form: type[Form]) -> dict[str, dict[str, Any]]:
+    props = form.requested_schema()["properties"]
+    assert isinstance(props, dict)
+    return props
+
+
 # --- rendering --------------------------------------------------------------------------------
 
 
@@ -86,8 +92,7 @@ def test_return_details_renders_exact_schema() -> None:
 
 
 def test_everything_renders_each_kind() -> None:
-    props = Everything.requested_schema()["properties"]
-    assert props == {
+    assert _props(Everything) == {
         "name": {"type": "string", "title": "Your name", "minLength": 2, "maxLength": 10},
         "site": {"type": "string", "title": "Site", "format": "uri",
                  "default": "https://example.com"},
@@ -113,7 +118,7 @@ def test_everything_renders_each_kind() -> None:
 
 
 def test_rename_uses_wire_names_and_kw_only_is_inherited() -> None:
-    assert list(Camel.requested_schema()["properties"]) == ["firstName", "nick", "age"]
+    assert list(_props(Camel)) == ["firstName", "nick", "age"]
     assert Camel.requested_schema()["required"] == ["firstName", "age"]
     assert Camel.validate_answer({"firstName": "Ann", "age": 3}) == Camel(first_name="Ann", age=3)
 
@@ -162,10 +167,9 @@ def test_rendered_schema_matches_official_definitions(shared_dir: Path, form: ty
     params = {"$defs": defs, "$ref": "#/$defs/ElicitRequestFormParams"}
     jsonschema.Draft202012Validator(params).validate(
         {"mode": "form", "message": "Please", "requestedSchema": form.requested_schema()})
-    names = ["StringSchema", "NumberSchema", "BooleanSchema", "UntitledSingleSelectEnumSchema",
-             "TitledSingleSelectEnumSchema", "UntitledMultiSelectEnumSchema",
-             "TitledMultiSelectEnumSchema"]
-    for key, prop in form.requested_schema()["properties"].items():
+    names = [f"{t}Schema" for t in ("String", "Number", "Boolean", "UntitledSingleSelectEnum",
+             "TitledSingleSelectEnum", "UntitledMultiSelectEnum", "TitledMultiSelectEnum")]
+    for key, prop in _props(form).items():
         assert any(_strict_match(prop, defs[n]) for n in names), key
 
 
@@ -225,7 +229,7 @@ def test_answer_values_are_converted() -> None:
     })
     assert got.colour is Colour.GREEN and got.shades == {Colour.RED}
     assert got.labels == frozenset({"a", "b"}) and got.count is None
-    assert got.when == dt.datetime(2026, 7, 28, 9, 30, tzinfo=dt.timezone.utc)
+    assert got.when == dt.datetime(2026, 7, 28, 9, 30, tzinfo=dt.UTC)
 
 
 BAD_ANSWERS = [
@@ -285,7 +289,7 @@ def test_every_kind_has_a_human_message(change: dict[str, object], message: str)
     assert info.value.message == message
 
 
-def test_content_must_be_an_object() -> None:
+def test_content_must_be_an_object() -> None:  # the engine decodes content as JSON
     with pytest.raises(FormInvalid, match="content: must be an object"):
         ReturnDetails.validate_answer([1, 2])  # type: ignore[arg-type]
 
@@ -318,7 +322,7 @@ def test_raw_schema_accepts_normalises_and_fills_defaults() -> None:
     ({"plan": "p", "seats": 1.5}, "seats: must be a whole number"),
     ({"plan": "p", "extras": ["y"]}, "extras: each choice must be one of: X-ray"),
     ({"plan": "p", "contact": "nobody"}, "contact: must be a valid email address"),
-    ({"plan": 1, "seats": "many"}, "plan: must be one of: Pro, Free; seats: must be a whole number"),
+    ({"plan": 1, "seats": "many"}, "plan: must be text; seats: must be a whole number"),
 ])
 def test_raw_schema_rejects_with_human_messages(content: dict[str, object], message: str) -> None:
     with pytest.raises(FormInvalid) as info:
@@ -358,16 +362,16 @@ def _value(prop: Mapping[str, Any]) -> st.SearchStrategy[object]:
         "uri": st.from_regex(r"https://[a-z]{1,12}\.example(/[a-z0-9._~-]{0,10})?", fullmatch=True),
         "date": st.dates().map(dt.date.isoformat),
         "date-time": st.datetimes(min_value=dt.datetime(1900, 1, 1),
-                                  timezones=st.just(dt.timezone.utc)).map(dt.datetime.isoformat),
+                                  timezones=st.just(dt.UTC)).map(dt.datetime.isoformat),
     }
-    return strategies.get(fmt) or st.text(min_size=prop.get("minLength", 0),
-                                          max_size=prop.get("maxLength", 20))
+    if fmt in strategies:
+        return strategies[fmt]
+    return st.text(min_size=prop.get("minLength", 0), max_size=prop.get("maxLength", 20))
 
 
 def _answers(form: type[Form]) -> st.SearchStrategy[dict[str, object]]:
-    schema = form.requested_schema()
-    required = set(schema["required"])  # type: ignore[call-overload]
-    props: Mapping[str, Mapping[str, Any]] = schema["properties"]  # type: ignore[assignment]
+    required = set(typing.cast(list[str], form.requested_schema()["required"]))
+    props = _props(form)
     fixed = {k: _value(p) for k, p in props.items() if k in required}
     optional = {k: _value(p) for k, p in props.items() if k not in required}
     return st.fixed_dictionaries(fixed, optional=optional)
@@ -388,8 +392,7 @@ def test_random_valid_answers_round_trip(form: type[Form], data: st.DataObject) 
     content = data.draw(_answers(form))
     built = form.validate_answer(content)
     dumped = msgspec.to_builtins(built)  # wire names, ISO dates, sets as lists
-    props = form.requested_schema()["properties"]
-    assert isinstance(props, dict)
+    props = _props(form)
     for key, sent in content.items():
         assert _same(props[key], sent, dumped[key]), key
     assert form.validate_answer(dumped) == built

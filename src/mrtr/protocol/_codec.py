@@ -180,7 +180,7 @@ def _classify_client(data: bytes | str, reason: str) -> ProtocolError | UnknownN
 
 
 def _envelope_problem(obj: JSONObject) -> str | None:
-    if obj.get("jsonrpc") != "2.0":
+    if obj.get("jsonrpc", "2.0") != "2.0":
         return 'jsonrpc must be "2.0"'
     if "id" in obj and _readable_id(obj) is None:
         return "id must be a string or an integer"
@@ -290,7 +290,7 @@ def decode_server_message(data: bytes | str, method: str) -> ServerMessage:
     except (msgspec.DecodeError, RecursionError):
         raise ParseError("Parse error: invalid JSON") from None
     rid = _readable_id({"id": env.id})
-    if env.jsonrpc != "2.0":
+    if env.jsonrpc not in ("2.0", UNSET):
         raise _with_id(InvalidRequest('Invalid message: jsonrpc must be "2.0"'), rid)
     if env.method is not UNSET:
         return _decode_notification(data, env)

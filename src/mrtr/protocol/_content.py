@@ -1,12 +1,14 @@
 """Content blocks (tagged by `type`) and resource contents."""
 
 # Design: `TextResourceContents | BlobResourceContents` is an untagged union of two objects, which
-# msgspec cannot decode directly. Typed code sees that exact union (under TYPE_CHECKING); at run
-# time the field is a private slot class that the codec's `dec_hook` resolves by key: an object
-# with "blob" is BlobResourceContents, anything else TextResourceContents. Encoding needs nothing
-# special. Decode these types through `mrtr.protocol` decoders (they pass `resolve_contents`).
+# msgspec cannot decode directly. Type checkers see `ResourceContents` as exactly that union; at
+# run time it is an ABC both classes are registered with (so isinstance works), which msgspec
+# treats as a custom type resolved by `resolve_contents`: an object with "blob" is
+# BlobResourceContents, anything else TextResourceContents. Encoding needs nothing special.
+# Decode through `mrtr.protocol` decoders (they all pass `resolve_contents` as `dec_hook`).
 from __future__ import annotations
 
+import abc
 from typing import TYPE_CHECKING, TypeAlias, cast
 
 import msgspec
@@ -63,8 +65,11 @@ if TYPE_CHECKING:
     ResourceContents: TypeAlias = TextResourceContents | BlobResourceContents
 else:
 
-    class ResourceContents:
-        """Decode slot for `TextResourceContents | BlobResourceContents` (see Design above)."""
+    class ResourceContents(abc.ABC):
+        """`TextResourceContents | BlobResourceContents` at run time (see Design above)."""
+
+    ResourceContents.register(TextResourceContents)
+    ResourceContents.register(BlobResourceContents)
 
 
 def resolve_contents(type_: type, obj: object) -> object:

@@ -55,7 +55,8 @@ class Declined(Exception):  # noqa: N818 - reads as an outcome
     """The user declined or cancelled an elicitation the handler could not do without."""
 
     def __init__(self, action: str, message: str) -> None:
-        super().__init__(f"The user {action}ed the request: {message}")
+        verb = {"decline": "declined", "cancel": "cancelled"}.get(action, action)
+        super().__init__(f"The user {verb} the request: {message}")
         self.action = action
         self.prompt = message
 

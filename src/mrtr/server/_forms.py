@@ -68,13 +68,9 @@ class Choices:
         self.titles: tuple[tuple[str, str], ...] = tuple(titles.items())
 
 
-_SCALARS: tuple[tuple[type, Property], ...] = (
-    (bool, {"type": "boolean"}),
-    (int, {"type": "integer"}),
-    (float, {"type": "number"}),
-    (str, {"type": "string"}),
-    (dt.datetime, {"type": "string", "format": "date-time"}),
-    (dt.date, {"type": "string", "format": "date"}),
+_SCALARS = (  # Python type → (JSON type, format); bool before int, datetime before date
+    (bool, "boolean", None), (int, "integer", None), (float, "number", None),
+    (str, "string", None), (dt.datetime, "string", "date-time"), (dt.date, "string", "date"),
 )
 _META_KEYS = (  # msgspec.Meta attribute → (string/number keyword, multi-select keyword)
     ("min_length", "minLength", "minItems"), ("max_length", "maxLength", "maxItems"),
@@ -140,11 +136,11 @@ def _base_property(tp: object, extras: list[object]) -> Property:
             raise TypeError(f"multi-select needs Literal or Enum items, not {item}")
         items = _choice_schema(options, choices, "anyOf")  # titled items carry no "type"
         return {"type": "array", "items": items if choices else {"type": "string", **items}}
-    for scalar, prop in _SCALARS:
+    for scalar, kind, implied in _SCALARS:
         if tp is scalar:
             if fmt is not None and tp is not str:
                 raise TypeError(f"{fmt} marker needs a str field, not {tp}")
-            return {**prop, "format": fmt} if fmt else dict(prop)
+            return {"type": kind, "format": fmt or implied} if fmt or implied else {"type": kind}
     raise TypeError(f"unsupported form field type {tp!r}: use str, int, float, bool, date, "
                     "datetime, Literal/Enum of str, or a list/set of those")
 

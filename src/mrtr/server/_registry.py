@@ -9,10 +9,11 @@ import asyncio
 import functools
 import inspect
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import jsonschema
 from mrtr.protocol import (
     UNSET,
     Prompt,
@@ -24,7 +25,13 @@ from mrtr.protocol import (
     tool_header_map,
 )
 from mrtr.server._context import Context
-from mrtr.server._schema import ToolSignature, docstring_summary, return_schema, signature_schema
+from mrtr.server._schema import (
+    ArgumentsInvalid,
+    convert_arguments,
+    docstring_summary,
+    return_schema,
+    signature_schema,
+)
 
 __all__ = ["CachePolicy", "Server"]
 
@@ -46,7 +53,8 @@ class CachePolicy:
 class ToolEntry:
     tool: Tool
     call: Handler  # call(ctx, **arguments)
-    signature: ToolSignature
+    convert: Callable[[Mapping[str, object]], dict[str, object]]  # raises ArgumentsInvalid
+    ask_if_missing: Mapping[str, tuple[str, dict[str, object]]]
     header_map: dict[str, str]
     wants_ctx: bool
 
@@ -121,8 +129,12 @@ class Server:
             if not _NAME.match(tool_name):
                 raise ValueError(f"tool name {tool_name!r} must match {_NAME.pattern}")
             ctx_param = _context_param(fn)
-            sig = signature_schema(fn, skip={ctx_param} if ctx_param else set())
-            schema = input_schema if input_schema is not None else sig.input_schema
+            if input_schema is None:
+                sig = signature_schema(fn, skip={ctx_param} if ctx_param else set())
+                schema, convert = sig.input_schema, functools.partial(convert_arguments, sig)
+                asks = sig.ask_if_missing
+            else:
+                schema, convert, asks = input_schema, _schema_converter(input_schema), {}
             out = return_schema(fn)
             tool = Tool(
                 name=tool_name,
@@ -134,7 +146,7 @@ class Server:
             )
             header_map = tool_header_map(schema)
             self.tables.tools[tool_name] = ToolEntry(
-                tool, _as_async(fn), sig, header_map, ctx_param is not None
+                tool, _as_async(fn), convert, asks, header_map, ctx_param is not None
             )
             return fn
 
@@ -234,6 +246,23 @@ class Server:
             if found:
                 return entry, found.groupdict()
         return None
+
+
+def _schema_converter(
+    schema: dict[str, object],
+) -> Callable[[Mapping[str, object]], dict[str, object]]:
+    """Validate arguments against a schema given verbatim (JSON Schema 2020-12, no remote refs)."""
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+
+    def convert(arguments: Mapping[str, object]) -> dict[str, object]:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(dict(arguments)))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+            raise ArgumentsInvalid(f"Invalid arguments: {where}: {error.message}")
+        return dict(arguments)
+
+    return convert
 
 
 def _describe(description: str | None, fn: Callable[..., object], name: str) -> str:

@@ -29,7 +29,7 @@ from mrtr.server._peer import NotificationSink, Peer
 from mrtr.server._registry import Server, ToolEntry
 from mrtr.server._results import ToolError, prompt_result, resource_contents, tool_error, tool_result
 from mrtr.server._rounds import RoundEngine
-from mrtr.server._schema import ArgumentsInvalid, convert_arguments
+from mrtr.server._schema import ArgumentsInvalid
 from mrtr.server._sealing import Binding, digest_arguments
 
 __all__ = ["Runner"]
@@ -189,12 +189,12 @@ class Runner:
 
 async def _arguments(ctx: Context, entry: ToolEntry, arguments: dict[str, Any]) -> dict[str, Any]:
     """Validate arguments, first eliciting the AskIfMissing parameters the client left out."""
-    asks = entry.signature.ask_if_missing
+    asks = entry.ask_if_missing
     missing = {name: spec for name, spec in asks.items() if arguments.get(name) is None}
     if missing:
         answers = await ctx.elicit_fields(missing)
         arguments = {**arguments, **answers}
-    return convert_arguments(entry.signature, arguments)
+    return entry.convert(arguments)
 
 
 def _with_meta(result: Any, meta: dict[str, Any]) -> Any:

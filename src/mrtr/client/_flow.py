@@ -1,0 +1,178 @@
+"""The MRTR retry loop as a sans-I/O generator, and the small async driver that runs it."""
+
+# Design: like httpx's auth_flow, `call_flow` yields what to do (Send, Fulfil, Sleep) and is sent
+# the outcome, so every rule of spec §2.4 (new id, original params, fresh `_meta`, answers to the
+# latest round only, byte-exact requestState, absent resultType = complete) is tested without
+# I/O. Each retry is rebuilt from the *original* request, so answers and state can never leak
+# into a later round or another request.
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import Protocol, TypeAlias, TypeVar
+
+import msgspec
+
+from mrtr.protocol import (
+    UNSET,
+    CallToolRequest,
+    GetPromptRequest,
+    InputRequest,
+    InputRequiredResult,
+    ReadResourceRequest,
+    RequestId,
+    RequestMeta,
+)
+
+from ._errors import InputRefused, TooManyRounds, UnexpectedResult
+
+__all__ = [
+    "FlowRequest",
+    "Fulfil",
+    "Send",
+    "Sleep",
+    "Step",
+    "Suspended",
+    "call_flow",
+    "drive",
+]
+
+ResultT = TypeVar("ResultT")
+FlowRequest: TypeAlias = CallToolRequest | GetPromptRequest | ReadResourceRequest
+DEFAULT_BACKOFF = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send `request` and reply with the decoded result Struct."""
+
+    request: FlowRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Fulfil:
+    """Answer every input request of round `round` (1-based); reply with {key: response}."""
+
+    input_requests: Mapping[str, InputRequest]
+    round: int
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Wait `seconds` before a state-only retry; reply with None."""
+
+    seconds: float
+
+
+Step: TypeAlias = Send | Fulfil | Sleep
+
+
+@dataclass(frozen=True, slots=True)
+class Suspended:
+    """Where a flow stopped for input: the `input_required` reply of round `round`."""
+
+    reply: InputRequiredResult
+    round: int
+
+
+def call_flow(
+    request: FlowRequest,
+    expect: type[ResultT],
+    *,
+    new_id: Callable[[], RequestId],
+    new_meta: Callable[[], RequestMeta],
+    max_rounds: int = 10,
+    backoff: float = DEFAULT_BACKOFF,
+    resume: Suspended | None = None,
+) -> Generator[Step, object, ResultT]:
+    """Drive one MRTR request to its final result of type `expect`.
+
+    `resume` restarts a flow suspended in another process (see `Suspended`). Raises
+    TooManyRounds after `max_rounds` input_required replies, InputRefused when answers are
+    missing, UnexpectedResult for a result that is neither `expect` nor input_required.
+    """
+    rounds = 0 if resume is None else resume.round - 1
+    reply = resume.reply if resume is not None else (yield Send(request))
+    while isinstance(reply, InputRequiredResult):
+        rounds += 1
+        if rounds > max_rounds:
+            raise TooManyRounds(max_rounds)
+        answers = yield from _answers(reply, rounds, backoff)
+        reply = yield Send(_retry(request, answers, reply, new_id(), new_meta()))
+    if not isinstance(reply, expect):
+        raise UnexpectedResult(f"expected {expect.__name__}, got {type(reply).__name__}")
+    return reply
+
+
+def _answers(
+    reply: InputRequiredResult, round_no: int, backoff: float
+) -> Generator[Step, object, dict[str, object] | None]:
+    requests = reply.input_requests if reply.input_requests is not UNSET else {}
+    if not requests:
+        if reply.request_state is UNSET:
+            raise UnexpectedResult("input_required result without inputRequests or requestState")
+        yield Sleep(backoff)  # state-only: load shedding or a hand-over, retry shortly
+        return None
+    answers = yield Fulfil(dict(requests), round_no)
+    if not isinstance(answers, Mapping):
+        raise InputRefused("input requests were not answered")
+    missing = sorted(set(requests) - set(answers))
+    if missing:
+        raise InputRefused(f"no answer for input request(s) {', '.join(missing)}")
+    return {key: msgspec.to_builtins(answers[key]) for key in requests}
+
+
+def _retry(
+    original: FlowRequest,
+    answers: dict[str, object] | None,
+    reply: InputRequiredResult,
+    request_id: RequestId,
+    meta: RequestMeta,
+) -> FlowRequest:
+    params = msgspec.structs.replace(
+        original.params,
+        input_responses=UNSET if answers is None else answers,
+        request_state=reply.request_state,
+        meta=meta,
+    )
+    return msgspec.structs.replace(original, id=request_id, params=params)
+
+
+class Sender(Protocol):
+    """Send one request and return its decoded result (raising on JSON-RPC errors)."""
+
+    def __call__(self, request: FlowRequest, /) -> Awaitable[object]: ...
+
+
+class Fulfiller(Protocol):
+    """Answer a Fulfil step: {key: InputResponse} for every key asked."""
+
+    def __call__(self, step: Fulfil, /) -> Awaitable[Mapping[str, object]]: ...
+
+
+async def drive(
+    flow: Generator[Step, object, ResultT],
+    *,
+    send: Sender,
+    fulfil: Fulfiller,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> ResultT:
+    """Run `flow` to completion with async `send`, `fulfil` and `sleep`."""
+    try:
+        step = next(flow)
+        while True:
+            outcome: object
+            if isinstance(step, Send):
+                outcome = await send(step.request)
+            elif isinstance(step, Fulfil):
+                outcome = await fulfil(step)
+            else:
+                await sleep(step.seconds)
+                outcome = None
+            step = flow.send(outcome)
+    except StopIteration as stop:
+        result: ResultT = stop.value
+        return result
+    finally:
+        flow.close()

@@ -1,0 +1,191 @@
+"""serve_stdio: the stdio transport, newline-delimited JSON-RPC (spec: basic/transports/stdio).
+
+Requests run concurrently; `notifications/cancelled` cancels one and suppresses its reply.
+stdout carries only MCP messages; logs go to stderr (the `logging` module's business).
+"""
+
+# Design: one task per request; every write takes one lock so each message is exactly one line.
+# A cancelled task never writes again (its CancelledError unwinds past the write), which is the
+# spec's "MUST NOT send anything further". On EOF in-flight requests get `grace` seconds.
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+from typing import Any, Protocol
+
+import msgspec
+
+from mrtr.errors import InvalidRequest, ProtocolError
+from mrtr.protocol import (
+    CancelledNotification,
+    FrameTooLarge,
+    LineFramer,
+    encode_line,
+    encode_message,
+)
+from mrtr.server import Dispatcher, Peer, Reply
+
+__all__ = ["ByteReader", "ByteWriter", "serve_stdio"]
+
+MAX_LINE = 16 * 1024 * 1024
+_CHUNK = 64 * 1024
+
+
+class ByteReader(Protocol):
+    """The read half: `read(n)` returns b"" at EOF (an asyncio.StreamReader fits)."""
+
+    async def read(self, n: int = -1, /) -> bytes: ...
+
+
+class ByteWriter(Protocol):
+    """The write half (an asyncio.StreamWriter fits)."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+    async def drain(self) -> None: ...
+
+
+async def serve_stdio(
+    dispatcher: Dispatcher,
+    *,
+    reader: ByteReader | None = None,
+    writer: ByteWriter | None = None,
+    grace: float = 5.0,
+    max_line: int = MAX_LINE,
+) -> None:
+    """Serve `dispatcher` until EOF; stdin/stdout (fds 0 and 1) unless streams are given.
+
+    `grace` is how many seconds in-flight requests may still run after EOF before cancellation.
+    """
+    if reader is None or writer is None:
+        std_reader, std_writer = await _std_streams()
+        reader = reader or std_reader
+        writer = writer or std_writer
+    await _Session(dispatcher, writer).run(reader, grace, max_line)
+
+
+class _Session:
+    def __init__(self, dispatcher: Dispatcher, writer: ByteWriter) -> None:
+        self.dispatcher = dispatcher
+        self.writer = writer
+        self.lock = asyncio.Lock()
+        self.tasks: dict[Any, asyncio.Task[None]] = {}
+        self.peer = Peer(principal=None, transport="stdio")
+        self.log = logging.getLogger("mrtr.transports.stdio")
+        self.broken = False
+
+    async def run(self, reader: ByteReader, grace: float, max_line: int) -> None:
+        framer = LineFramer(max_line_length=max_line)
+        try:
+            while True:
+                chunk = await reader.read(_CHUNK)
+                lines = framer.feed(chunk) if chunk else framer.close()
+                for line in lines:
+                    await self.take(line)
+                if not chunk or self.broken:
+                    break
+        except FrameTooLarge:
+            # Design: the framer cannot resynchronise safely, so the stream is dropped.
+            self.log.error("a line exceeded %d bytes; closing the stream", max_line)
+            await self.write(Reply(None, error=InvalidRequest("Message too large")).body)
+        await self.drain(grace)
+
+    async def take(self, line: bytes) -> None:
+        try:
+            message = self.dispatcher.receive(line, None)
+        except ProtocolError as exc:
+            await self.write(Reply(exc.request_id, error=exc).body)
+            return
+        if isinstance(message, CancelledNotification):
+            task = self.tasks.pop(message.params.request_id, None)
+            if task is not None:
+                task.cancel()
+            return
+        if not hasattr(message, "id"):
+            return  # other notifications are ignored
+        if message.id in self.tasks:
+            error = InvalidRequest("Invalid Request: this id is already in flight")
+            await self.write(Reply(message.id, error=error).body)
+            return
+        task = asyncio.create_task(self.serve(message))
+        self.tasks[message.id] = task
+        task.add_done_callback(functools.partial(self._forget, message.id))
+
+    def _forget(self, key: Any, task: asyncio.Task[None]) -> None:
+        if self.tasks.get(key) is task:
+            del self.tasks[key]
+
+    async def serve(self, message: Any) -> None:
+        reply = await self.dispatcher.handle(message, self.peer, self.notify)
+        await self.write(reply.body)
+
+    async def notify(self, notification: msgspec.Struct) -> None:
+        await self.write(encode_message(notification))
+
+    async def write(self, body: bytes) -> None:
+        if self.broken:
+            return
+        async with self.lock:
+            try:
+                self.writer.write(encode_line(body))
+                await self.writer.drain()
+            except (ConnectionError, RuntimeError) as exc:
+                self.log.info("stdout closed (%s); stopping", exc)
+                self.broken = True
+
+    async def drain(self, grace: float) -> None:
+        pending = list(self.tasks.values())
+        if not pending:
+            return
+        _, late = await asyncio.wait(pending, timeout=grace)
+        for task in late:
+            task.cancel()
+        if late:
+            self.log.warning("cancelled %d request(s) still running at EOF", len(late))
+            await asyncio.wait(late)
+
+
+async def _std_streams() -> tuple[ByteReader, ByteWriter]:
+    """Async streams over fds 0 and 1; blocking fallbacks when they are regular files."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE)
+    try:
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", closefd=False)
+        )
+        std_reader: ByteReader = reader
+    except (ValueError, OSError):
+        std_reader = _ThreadReader(0)
+    try:
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(1, "wb", closefd=False)
+        )
+        std_writer: ByteWriter = asyncio.StreamWriter(transport, protocol, None, loop)
+    except (ValueError, OSError):
+        std_writer = _BlockingWriter()
+    return std_reader, std_writer
+
+
+class _ThreadReader:
+    """Reads a file descriptor in a worker thread (for stdin redirected from a regular file)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    async def read(self, n: int = -1, /) -> bytes:
+        size = n if n > 0 else _CHUNK
+        return await asyncio.get_running_loop().run_in_executor(None, os.read, self.fd, size)
+
+
+class _BlockingWriter:
+    """Writes fd 1 synchronously (for stdout redirected to a regular file)."""
+
+    def write(self, data: bytes, /) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(1, view):]
+
+    async def drain(self) -> None:
+        return None
