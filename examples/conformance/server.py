@@ -12,8 +12,6 @@ import base64
 import json
 from typing import Annotated, Any
 
-from msgspec import Meta
-
 from mrtr import (
     Context,
     Form,
@@ -292,7 +290,8 @@ def test_prompt_with_image() -> list[Any]:
 @app.prompt()
 async def test_input_required_result_prompt(ctx: Context) -> str:
     """A prompt that first asks the user for context."""
-    answer = await ctx.elicit("What context should the prompt use?", UserContext, key="user_context")
+    answer = await ctx.elicit("What context should the prompt use?", UserContext,
+                              key="user_context")
     return f"Use this context: {answer.context}"
 
 

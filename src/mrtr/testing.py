@@ -150,7 +150,7 @@ class TestClient:
         return self.send_raw(msgspec.json.encode(message))
 
     def send_raw(self, data: bytes) -> dict[str, Any]:
-        """Send raw bytes through the dispatcher; returns the decoded JSON-RPC reply ({} if none)."""
+        """Send raw bytes through the dispatcher; the decoded JSON-RPC reply ({} if none)."""
 
         async def sink(notification: msgspec.Struct) -> None:
             self.notifications.append(msgspec.to_builtins(notification))

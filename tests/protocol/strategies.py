@@ -151,8 +151,6 @@ def _scalar(info: mi.Type) -> st.SearchStrategy[Any]:
     }
     if isinstance(info, mi.LiteralType):
         return st.sampled_from(info.values)
-    if isinstance(info, mi.DictType):
-        return JSON_OBJECTS
     return simple[type(info)]
 
 
@@ -176,7 +174,7 @@ def _field(cls: type, field: mi.Field) -> st.SearchStrategy[Any]:
         override = FIELD_OVERRIDES.get((klass, field.name))
         if override is not None:
             return override
-    if field.type == mi.DictType(mi.StrType(), mi.AnyType()):
+    if isinstance(field.type, mi.DictType) and isinstance(field.type.value_type, mi.AnyType):
         return JSON_OBJECTS
     return st.deferred(lambda: _from_info(field.type))
 

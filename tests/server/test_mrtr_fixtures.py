@@ -5,6 +5,7 @@ The fixture app below uses the scenario's tool names and keys; every reply is sc
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import msgspec
@@ -12,7 +13,7 @@ import pytest
 
 from mrtr import Context, Form, Server
 from mrtr.protocol import PROTOCOL_VERSION, TextContent
-from mrtr.server import InputRequired
+from mrtr.server import InputRequired, Peer
 from tests.server.wire import FROZEN_STATE_ERROR, WireClient, require_schema
 
 HARNESS_CAPS = {"sampling": {}, "elicitation": {}, "roots": {"listChanged": True}}
@@ -40,35 +41,35 @@ class UserContext(Form):
     context: str
 
 
-@app.tool()
-async def test_simple_text() -> str:
+@app.tool("test_simple_text")
+async def simple_text() -> str:
     return "This is a simple text response for testing."
 
 
-@app.tool()
-async def test_input_required_result_elicitation(ctx: Context) -> str:
+@app.tool("test_input_required_result_elicitation")
+async def input_required_result_elicitation(ctx: Context) -> str:
     """Ask the user's name."""
     answer = await ctx.elicit("What is your name?", Name, key="user_name")
     return f"Hello, {answer.name}!"
 
 
-@app.tool()
-async def test_input_required_result_sampling(ctx: Context) -> str:
+@app.tool("test_input_required_result_sampling")
+async def input_required_result_sampling(ctx: Context) -> str:
     """Ask the client's model."""
     reply = await ctx.sample("What is the capital of France?", max_tokens=100,
                              key="capital_question")
     return reply.content.text if isinstance(reply.content, TextContent) else "?"
 
 
-@app.tool()
-async def test_input_required_result_list_roots(ctx: Context) -> str:
+@app.tool("test_input_required_result_list_roots")
+async def input_required_result_list_roots(ctx: Context) -> str:
     """List the client's roots."""
     roots = await ctx.roots(key="client_roots")
     return "Roots: " + ", ".join(r.uri for r in roots)
 
 
-@app.tool()
-async def test_input_required_result_request_state(ctx: Context) -> object:
+@app.tool("test_input_required_result_request_state")
+async def input_required_result_request_state(ctx: Context) -> object:
     """Guard style: the state is sealed by the framework and verified on the retry."""
     if ctx.state is None:
         return InputRequired(asks={"confirm": ctx.elicit("Proceed?", Ok, key="confirm")},
@@ -79,8 +80,8 @@ async def test_input_required_result_request_state(ctx: Context) -> object:
     return f"state-ok: ok={answer['content']['ok']}"
 
 
-@app.tool()
-async def test_input_required_result_multiple_inputs(ctx: Context) -> str:
+@app.tool("test_input_required_result_multiple_inputs")
+async def input_required_result_multiple_inputs(ctx: Context) -> str:
     """Three asks in one round."""
     name, greeting, roots = await ctx.gather(
         ctx.elicit("What is your name?", Name, key="user_name"),
@@ -91,23 +92,23 @@ async def test_input_required_result_multiple_inputs(ctx: Context) -> str:
     return f"{text} {name.name} ({len(roots)} roots)"
 
 
-@app.tool()
-async def test_input_required_result_multi_round(ctx: Context) -> str:
+@app.tool("test_input_required_result_multi_round")
+async def input_required_result_multi_round(ctx: Context) -> str:
     """Two rounds of questions."""
     name = await ctx.elicit("What is your name?", Name, key="step1")
     color = await ctx.elicit("Favourite color?", Color, key="step2")
     return f"{name.name} likes {color.color}"
 
 
-@app.tool()
-async def test_input_required_result_tampered_state(ctx: Context) -> str:
+@app.tool("test_input_required_result_tampered_state")
+async def input_required_result_tampered_state(ctx: Context) -> str:
     """Any state edit must be an error."""
     answer = await ctx.elicit("What is your name?", Name, key="user_name")
     return f"Hello, {answer.name}!"
 
 
-@app.tool()
-async def test_input_required_result_capabilities(ctx: Context) -> str:
+@app.tool("test_input_required_result_capabilities")
+async def input_required_result_capabilities(ctx: Context) -> str:
     """Prefers elicitation; falls back to sampling when the client lacks it."""
     caps = msgspec.to_builtins(ctx.client_capabilities)
     if "elicitation" in caps:
@@ -116,15 +117,15 @@ async def test_input_required_result_capabilities(ctx: Context) -> str:
     return reply.content.text if isinstance(reply.content, TextContent) else "?"
 
 
-@app.tool()
-async def test_missing_capability(ctx: Context) -> str:
+@app.tool("test_missing_capability")
+async def missing_capability(ctx: Context) -> str:
     """Needs sampling, no fallback."""
     reply = await ctx.sample("hi", max_tokens=5, key="s")
     return str(reply.model)
 
 
-@app.prompt()
-async def test_input_required_result_prompt(ctx: Context) -> str:
+@app.prompt("test_input_required_result_prompt")
+async def input_required_result_prompt(ctx: Context) -> str:
     """MRTR on prompts/get."""
     answer = await ctx.elicit("Some context?", UserContext, key="user_context")
     return f"Context: {answer.context}"
@@ -179,9 +180,8 @@ def test_basic_list_roots(client: WireClient) -> None:
 
 def test_request_state(client: WireClient) -> None:
     first = call(client, "test_input_required_result_request_state")["result"]
-    assert first["inputRequests"]["confirm"]["params"]["requestedSchema"]["properties"]["ok"] == {
-        "type": "boolean", "title": "Ok"} or "ok" in first["inputRequests"]["confirm"]["params"][
-        "requestedSchema"]["properties"]
+    schema = first["inputRequests"]["confirm"]["params"]["requestedSchema"]
+    assert schema["properties"]["ok"]["type"] == "boolean"
     assert isinstance(first["requestState"], str)
     second = call(client, "test_input_required_result_request_state",
                   requestState=first["requestState"],
@@ -321,15 +321,8 @@ def test_removed_methods_not_found(client: WireClient, method: str) -> None:
     data = msgspec.json.encode(body)
     reply = client.send_raw(data)
     assert reply["error"]["code"] == -32601 and reply["id"] == "r-1"
-    decoded = client.dispatcher.receive if False else None
-    assert decoded is None
-    status = client._runner.run(client.dispatcher.handle_bytes(data, _peer()))
-    assert status is not None and status.http_status == 404
-
-
-def _peer() -> Any:
-    from mrtr.server import Peer
-    return Peer()
+    served = asyncio.run(client.dispatcher.handle_bytes(data, Peer()))
+    assert served is not None and served.http_status == 404
 
 
 def test_missing_capability_error() -> None:

@@ -64,3 +64,9 @@ async def greet(ctx: Context) -> str:
     name = await ctx.elicit("Your name?", Name, key="name")
     color = await ctx.elicit("Favourite colour?", Color, key="color")
     return f"Hello {name.name}, you like {color.color}"
+
+
+@app.tool()
+async def whoami(ctx: Context) -> str:
+    """Echo the principal the transport authenticated."""
+    return str(ctx.principal)

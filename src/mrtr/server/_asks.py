@@ -17,6 +17,8 @@ import msgspec
 from mrtr.errors import InvalidParams
 from mrtr.protocol import (
     CreateMessageRequest as CreateMessageRequestType,
+)
+from mrtr.protocol import (
     CreateMessageResult,
     ElicitRequest,
     ElicitRequestParams,

@@ -104,7 +104,7 @@ class Context:
     @property
     def client_info(self) -> Implementation | None:
         info = self.meta.client_info
-        return None if info is UNSET else info  # type: ignore[return-value]
+        return None if info is UNSET else info
 
     @property
     def principal(self) -> str | None:
@@ -152,7 +152,7 @@ class Context:
                 raise Declined(answer.action, message)
             content = answer.content if answer.content is not UNSET else {}
             try:
-                value = form.validate_answer(content)  # type: ignore[arg-type]
+                value = form.validate_answer(content)
             except FormInvalid as exc:
                 raise Reask(str(exc)) from exc
             return Elicited("accept", value) if outcome else value
@@ -201,7 +201,7 @@ class Context:
                 return False
             content = answer.content if answer.content is not UNSET else {}
             try:
-                return bool(Confirmation.validate_answer(content).confirm)  # type: ignore[arg-type]
+                return bool(Confirmation.validate_answer(content).confirm)
             except FormInvalid as exc:
                 raise Reask(str(exc)) from exc
 
@@ -269,7 +269,7 @@ class Context:
         if inspect.isawaitable(value):
             value = await value
         onces[key] = msgspec.to_builtins(value)
-        return value  # type: ignore[return-value]
+        return value
 
     # -- progress and logging ------------------------------------------------------------------
     async def report_progress(

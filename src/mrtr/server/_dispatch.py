@@ -24,6 +24,7 @@ from mrtr.protocol import (
     CompleteResult,
     Completion,
     DiscoverResult,
+    PromptReference,
     ServerCapabilities,
     check_headers,
     check_version,
@@ -201,8 +202,11 @@ class Dispatcher:
     async def _complete(self, request: CompleteRequest, peer: Peer, sink: object) -> CompleteResult:
         params = request.params
         ref = params.ref
-        key = ("ref/prompt", ref.name) if ref.type == "ref/prompt" else ("ref/resource", ref.uri)
-        entry = self.server.tables.completions.get(key)  # type: ignore[arg-type]
+        if isinstance(ref, PromptReference):
+            key = ("ref/prompt", ref.name)
+        else:
+            key = ("ref/resource", ref.uri)
+        entry = self.server.tables.completions.get(key)
         values: list[str] = []
         if entry is not None:
             context = {}

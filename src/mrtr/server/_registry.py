@@ -13,7 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
+
 from mrtr.protocol import (
     UNSET,
     Prompt,
@@ -129,6 +130,7 @@ class Server:
             if not _NAME.match(tool_name):
                 raise ValueError(f"tool name {tool_name!r} must match {_NAME.pattern}")
             ctx_param = _context_param(fn)
+            convert: Callable[[Mapping[str, object]], dict[str, object]]
             if input_schema is None:
                 sig = signature_schema(fn, skip={ctx_param} if ctx_param else set())
                 schema, convert = sig.input_schema, functools.partial(convert_arguments, sig)
@@ -212,7 +214,8 @@ class Server:
                 )
                 self.tables.templates[uri] = entry
             else:
-                entry = ResourceEntry(Resource(uri=uri, **common), call, mime_type, ctx_param is not None)
+                resource = Resource(uri=uri, **common)
+                entry = ResourceEntry(resource, call, mime_type, ctx_param is not None)
                 self.tables.resources[uri] = entry
             return fn
 

@@ -1,4 +1,4 @@
-"""The round engine: run a handler for one round and either finish or suspend into a sealed state."""
+"""The round engine: run a handler for one round, then finish or suspend into a sealed state."""
 
 # Design: one sealing path for both styles. Straight-line handlers suspend by raising Suspend from
 # an unanswered ask; guard-style handlers return InputRequired themselves. Either way the engine
@@ -12,7 +12,12 @@ from typing import TypeVar
 
 import msgspec
 
-from mrtr.errors import InternalError, InvalidParams, InvalidRequestState, MissingRequiredClientCapability
+from mrtr.errors import (
+    InternalError,
+    InvalidParams,
+    InvalidRequestState,
+    MissingRequiredClientCapability,
+)
 from mrtr.protocol import JSON, UNSET, InputRequest, InputRequiredResult, UnsetType
 from mrtr.server._asks import Ask, Suspend, capability_missing, required_capability
 from mrtr.server._context import Context
@@ -56,7 +61,7 @@ class RoundEngine:
         """Unseal the presented state (or start a flow); raises InvalidRequestState."""
         if request_state is UNSET:
             return FlowState(), None
-        unsealed = self._sealer.unseal(request_state, bind())  # type: ignore[arg-type]
+        unsealed = self._sealer.unseal(request_state, bind())
         try:
             flow = decode_flow(unsealed.body)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:

@@ -1,4 +1,4 @@
-"""Runner: the three methods that may take several rounds (tools/call, prompts/get, resources/read)."""
+"""Runner: the methods that may take several rounds (tools/call, prompts/get, resources/read)."""
 
 # Design: each method builds a Binding factory (computed only when a state is opened or sealed),
 # opens the flow, runs the handler through the round engine and shapes the result. Failures inside
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -27,7 +27,13 @@ from mrtr.server._context import Context
 from mrtr.server._journal import FlowState
 from mrtr.server._peer import NotificationSink, Peer
 from mrtr.server._registry import Server, ToolEntry
-from mrtr.server._results import ToolError, prompt_result, resource_contents, tool_error, tool_result
+from mrtr.server._results import (
+    ToolError,
+    prompt_result,
+    resource_contents,
+    tool_error,
+    tool_result,
+)
 from mrtr.server._rounds import RoundEngine
 from mrtr.server._schema import ArgumentsInvalid
 from mrtr.server._sealing import Binding, digest_arguments
@@ -197,7 +203,10 @@ async def _arguments(ctx: Context, entry: ToolEntry, arguments: dict[str, Any]) 
     return entry.convert(arguments)
 
 
-def _with_meta(result: Any, meta: dict[str, Any]) -> Any:
-    if result.meta is UNSET:
+R = TypeVar("R", bound=msgspec.Struct)
+
+
+def _with_meta(result: R, meta: dict[str, Any]) -> R:
+    if getattr(result, "meta", None) is UNSET:
         return msgspec.structs.replace(result, meta=meta)
     return result

@@ -1,0 +1,155 @@
+"""Transport test harness: request builders, an in-process ASGI client and live servers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import msgspec
+import pytest
+import uvicorn
+
+from mrtr.server import Dispatcher
+from mrtr.transports import McpApp
+from tests.transports import apps
+
+ROOT = Path(__file__).resolve().parents[2]
+VERSION = "2026-07-28"
+T = TypeVar("T")
+_NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+def meta(**extra: object) -> dict[str, object]:
+    """A complete per-request `_meta`."""
+    return {
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "tests", "version": "0"},
+        **extra,
+    }
+
+
+def request(method: str, params: Mapping[str, object] | None = None, *, id: int | str = 1,
+            **meta_extra: object) -> dict[str, Any]:
+    """A JSON-RPC request with full `_meta` (extra keys go into `_meta`)."""
+    return {"jsonrpc": "2.0", "id": id, "method": method,
+            "params": {**(params or {}), "_meta": meta(**meta_extra)}}
+
+
+def call(name: str, arguments: Mapping[str, object] | None = None, *, id: int | str = 1,
+         extra_meta: Mapping[str, object] | None = None, **params: object) -> dict[str, Any]:
+    """A tools/call request; `params` go beside name/arguments, `extra_meta` into `_meta`."""
+    full: dict[str, object] = {"name": name, "arguments": dict(arguments or {}), **params}
+    return request("tools/call", full, id=id, **dict(extra_meta or {}))
+
+
+def headers_for(body: Mapping[str, Any]) -> dict[str, str]:
+    """The HTTP headers a conforming client sends with `body`."""
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": VERSION,
+        "mcp-method": body["method"],
+    }
+    field = _NAME_FIELD.get(body["method"])
+    if field is not None:
+        headers["mcp-name"] = body["params"][field]
+    return headers
+
+
+def post_args(body: Mapping[str, Any], **headers: str) -> dict[str, Any]:
+    """Keyword arguments for `client.post("/mcp", ...)`: encoded body plus derived headers."""
+    merged = {**headers_for(body), **{k.replace("_", "-"): v for k, v in headers.items()}}
+    return {"content": msgspec.json.encode(body), "headers": merged}
+
+
+def run(coro: Awaitable[T], timeout: float = 20.0) -> T:
+    """Run one coroutine to completion, failing instead of hanging."""
+
+    async def bounded() -> T:
+        return await asyncio.wait_for(coro, timeout)
+
+    return asyncio.run(bounded())
+
+
+def asgi_client(app: McpApp | None = None) -> httpx.AsyncClient:
+    """An httpx client wired to an McpApp in-process (no sockets)."""
+    app = app or McpApp(Dispatcher(apps.app))
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                             base_url="http://127.0.0.1:8000")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class LiveServer:
+    """uvicorn (httptools) serving an McpApp on 127.0.0.1 in a background thread."""
+
+    def __init__(self, app: McpApp, port: int) -> None:
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, loop="asyncio",
+                                http="httptools", log_level="warning", access_log=False,
+                                lifespan="on", timeout_graceful_shutdown=2)
+        self.server = uvicorn.Server(config)
+        self.url = f"http://127.0.0.1:{port}"
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[LiveServer]:
+    """A real uvicorn serving the test app, with the bound host:port variants allowed."""
+    port = free_port()
+    hosts = [f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]")]
+    app = McpApp(Dispatcher(apps.app), allowed_hosts=hosts, keepalive=0.2)
+    with LiveServer(app, port) as server:
+        yield server
+
+
+def cli_env() -> dict[str, str]:
+    """Environment for `python -m mrtr.cli` subprocesses run from the checkout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
+    env.pop("MRTR_STATE_KEYS", None)
+    return env
+
+
+def spawn_cli(*args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
+    """Start `python -m mrtr.cli ARGS` in the checkout."""
+    return subprocess.Popen([sys.executable, "-m", "mrtr.cli", *args], cwd=ROOT, env=cli_env(),
+                            **kwargs)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Terminate a subprocess we started, then kill it if it lingers."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
