@@ -1,0 +1,393 @@
+"""McpApp in-process (httpx.ASGITransport, or driven by hand): statuses, errors, SSE, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from mrtr.errors import ProtocolError
+from mrtr.protocol import SSEParser
+from mrtr.server import Dispatcher
+from mrtr.transports import McpApp, Unauthorized
+from tests.transports import apps
+from tests.transports.conftest import VERSION, asgi_client, call, post_args, request, run
+
+
+async def post(body: Mapping[str, Any], app: McpApp | None = None, **headers: str) -> httpx.Response:
+    async with asgi_client(app) as client:
+        return await client.post("/mcp", **post_args(body, **headers))
+
+
+def post_sync(body: Mapping[str, Any], app: McpApp | None = None, **headers: str) -> httpx.Response:
+    return run(post(body, app, **headers))
+
+
+def raw_post(content: bytes, headers: Mapping[str, Any], app: McpApp | None = None,
+             path: str = "/mcp", method: str = "POST") -> httpx.Response:
+    async def go() -> httpx.Response:
+        async with asgi_client(app) as client:
+            return await client.request(method, path, content=content, headers=headers)
+
+    return run(go())
+
+
+def error_of(response: httpx.Response) -> dict[str, Any]:
+    body = response.json()
+    assert "result" not in body
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+def sse_messages(response: httpx.Response) -> list[dict[str, Any]]:
+    parser = SSEParser()
+    events = parser.feed(response.content) + parser.close()
+    return [json.loads(e.data) for e in events]
+
+
+# -- server-stateless probes (FIXTURES §3.1, §3.3) ------------------------------------------------
+
+def test_discover_answers_json_without_a_session() -> None:
+    response = post_sync(request("server/discover"))
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert "mcp-session-id" not in response.headers
+    assert VERSION in response.json()["result"]["supportedVersions"]
+
+
+@pytest.mark.parametrize("drop", [
+    "_meta",
+    "io.modelcontextprotocol/protocolVersion",
+    "io.modelcontextprotocol/clientCapabilities",
+])
+def test_missing_meta_pieces_are_400_invalid_params(drop: str) -> None:
+    body = request("server/discover", id=7)
+    if drop == "_meta":
+        del body["params"]["_meta"]
+    else:
+        del body["params"]["_meta"][drop]
+    response = post_sync(body)
+    assert response.status_code == 400
+    assert error_of(response)["code"] == -32602
+    assert response.json()["id"] == 7
+
+
+def test_missing_client_info_is_fine() -> None:
+    body = request("server/discover")
+    del body["params"]["_meta"]["io.modelcontextprotocol/clientInfo"]
+    assert post_sync(body).status_code == 200
+
+
+def test_unsupported_version_is_400_with_supported_and_requested() -> None:
+    body = request("server/discover", id="v")
+    body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "v999.0.0"
+    response = post_sync(body, mcp_protocol_version="v999.0.0")
+    assert response.status_code == 400
+    error = error_of(response)
+    assert error["code"] == -32022
+    assert error["data"] == {"supported": [VERSION], "requested": "v999.0.0"}
+    assert response.json()["id"] == "v"
+
+
+def test_header_and_meta_version_mismatch_is_32020() -> None:
+    body = request("server/discover", id=3)
+    body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "v999.0.0"
+    response = post_sync(body)
+    assert (response.status_code, error_of(response)["code"]) == (400, -32020)
+    assert response.json()["id"] == 3
+
+
+@pytest.mark.parametrize("method", [
+    "initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe",
+    "unknown/method",
+])
+def test_removed_and_unknown_methods_are_404(method: str) -> None:
+    response = post_sync(request(method, id=11))
+    assert response.status_code == 404
+    assert error_of(response)["code"] == -32601
+    assert response.json()["id"] == 11
+
+
+def test_three_concurrent_lists_succeed() -> None:
+    async def go() -> list[httpx.Response]:
+        async with asgi_client() as client:
+            posts = [client.post("/mcp", **post_args(request("tools/list", id=i)))
+                     for i in range(3)]
+            return list(await asyncio.gather(*posts))
+
+    assert [r.status_code for r in run(go())] == [200, 200, 200]
+
+
+# -- HTTP-level rejections --------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])
+def test_other_http_methods_are_405(method: str) -> None:
+    response = raw_post(b"", {}, method=method)
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+
+
+def test_other_paths_are_404() -> None:
+    response = raw_post(b"{}", {"content-type": "application/json"}, path="/other")
+    assert response.status_code == 404
+    assert error_of(response)["code"] == -32600
+
+
+def test_wrong_content_type_is_415() -> None:
+    body = request("tools/list")
+    response = post_sync(body, content_type="text/plain")
+    assert response.status_code == 415
+    assert error_of(response)["code"] == -32600
+
+
+def test_content_type_parameters_are_accepted() -> None:
+    response = post_sync(request("tools/list"), content_type="Application/JSON; charset=utf-8")
+    assert response.status_code == 200
+
+
+def test_invalid_json_is_400_parse_error() -> None:
+    response = raw_post(b"{not json", {"content-type": "application/json"})
+    assert (response.status_code, error_of(response)["code"]) == (400, -32700)
+
+
+def test_json_array_is_400_invalid_request() -> None:
+    response = raw_post(b"[]", {"content-type": "application/json"})
+    assert (response.status_code, error_of(response)["code"]) == (400, -32600)
+
+
+def test_body_over_the_limit_is_413_by_content_length() -> None:
+    app = McpApp(Dispatcher(apps.app), max_body=1024)
+    response = raw_post(b" " * 2048, {"content-type": "application/json"}, app)
+    assert response.status_code == 413
+
+
+def test_body_over_the_limit_is_413_while_streaming() -> None:
+    app = McpApp(Dispatcher(apps.app), max_body=1024)
+
+    async def chunks() -> Any:
+        for _ in range(10):
+            yield b" " * 512
+
+    async def go() -> httpx.Response:
+        async with asgi_client(app) as client:
+            return await client.post("/mcp", content=chunks(),
+                                     headers={"content-type": "application/json"})
+
+    response = run(go())
+    assert response.status_code == 413
+
+
+@pytest.mark.parametrize("value", [b"\xff\xfe\xfd", b"x" * 100_000])
+def test_garbage_headers_are_400(value: bytes) -> None:
+    body = request("tools/list")
+    headers = {**post_args(body)["headers"], "x-junk": value}
+    response = raw_post(msgspec.json.encode(body), headers)
+    assert (response.status_code, error_of(response)["code"]) == (400, -32600)
+
+
+def test_notification_is_202_without_body() -> None:
+    note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+    response = raw_post(msgspec.json.encode(note), {"content-type": "application/json"})
+    assert response.status_code == 202
+    assert response.content == b""
+
+
+def test_unexpected_exception_is_a_json_500_without_traceback() -> None:
+    class Broken(Dispatcher):
+        def receive(self, body: bytes, headers: Mapping[str, str] | None = None) -> Any:
+            raise RuntimeError("boom")
+
+    response = post_sync(request("tools/list"), McpApp(Broken(apps.app)))
+    assert response.status_code == 500
+    assert error_of(response)["code"] == -32603
+    assert "boom" not in response.text
+
+
+# -- DNS rebinding (FIXTURES §3.3 dns-rebinding-protection) -------------------------------------
+
+@pytest.mark.parametrize(("host", "origin", "status"), [
+    ("evil.example.com", "http://evil.example.com", 403),
+    ("127.0.0.1:8000", "http://evil.example.com", 403),
+    ("127.0.0.1:8000", "null", 403),
+    ("evil.example.com", None, 403),
+    ("127.0.0.1:8000", "http://127.0.0.1:8000", 200),
+    ("localhost:8000", "https://localhost:3000", 200),
+    ("[::1]:8000", None, 200),
+])
+def test_host_and_origin_are_checked(host: str, origin: str | None, status: int) -> None:
+    headers = {"host": host} | ({"origin": origin} if origin else {})
+    assert post_sync(request("server/discover"), **headers).status_code == status
+
+
+def test_explicit_allow_lists() -> None:
+    app = McpApp(Dispatcher(apps.app), allowed_hosts=["127.0.0.1:8000"],
+                 allowed_origins=["https://app.example.com"])
+    ok = post_sync(request("server/discover"), app, origin="https://app.example.com")
+    assert ok.status_code == 200
+    assert post_sync(request("server/discover"), app, host="localhost:8000").status_code == 403
+
+
+# -- header validation (FIXTURES §3.6, representative rows) -------------------------------------
+
+@pytest.mark.parametrize(("body", "headers", "status"), [
+    (request("tools/list"), {"mcp_method": "prompts/list"}, 400),
+    (request("tools/list"), {"mcp_method": "TOOLS/LIST"}, 400),
+    (call("fast"), {"mcp_name": "wrong_tool_name"}, 400),
+    (call("fast"), {"mcp_name": "  fast  "}, 200),
+])
+def test_routing_headers(body: dict[str, Any], headers: dict[str, str], status: int) -> None:
+    response = post_sync(body, **headers)
+    assert response.status_code == status
+    if status == 400:
+        assert error_of(response)["code"] == -32020
+    else:
+        assert "error" not in response.json()
+
+
+@pytest.mark.parametrize(("body", "header"), [
+    (request("tools/list"), "mcp-method"), (call("fast"), "mcp-name"),
+])
+def test_missing_routing_header_is_32020(body: dict[str, Any], header: str) -> None:
+    headers = post_args(body)["headers"]
+    del headers[header]
+    response = raw_post(msgspec.json.encode(body), headers)
+    assert (response.status_code, error_of(response)["code"]) == (400, -32020)
+
+
+# -- authentication ---------------------------------------------------------------------------
+
+async def bearer(headers: Mapping[str, str]) -> str | None:
+    if headers.get("authorization") != "Bearer s3cret":
+        raise Unauthorized("a valid bearer token is required")
+    return "user:42"
+
+
+def test_authenticator_rejects_with_401_and_challenge() -> None:
+    response = post_sync(call("whoami"), McpApp(Dispatcher(apps.app), authenticator=bearer))
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_authenticator_principal_reaches_the_handler() -> None:
+    app = McpApp(Dispatcher(apps.app), authenticator=bearer)
+    response = post_sync(call("whoami"), app, authorization="Bearer s3cret")
+    assert response.json()["result"]["content"][0]["text"] == "user:42"
+
+
+def test_worker_header_only_when_asked() -> None:
+    assert "mcp-debug-worker" not in post_sync(request("tools/list")).headers
+    exposed = post_sync(request("tools/list"), McpApp(Dispatcher(apps.app), expose_worker=True))
+    assert exposed.headers["mcp-debug-worker"].isdigit()
+
+
+# -- SSE ----------------------------------------------------------------------------------------
+
+def test_progress_streams_as_sse_before_the_result() -> None:
+    body = call("count", {"steps": 4}, id="p", extra_meta={"progressToken": "tok"})
+    response = post_sync(body)
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/event-stream"
+    assert response.headers["cache-control"] == "no-cache"
+    assert response.headers["x-accel-buffering"] == "no"
+    messages = sse_messages(response)
+    assert [m.get("method") for m in messages] == ["notifications/progress"] * 4 + [None]
+    assert [m["params"]["progress"] for m in messages[:-1]] == [1, 2, 3, 4]
+    assert messages[-1]["id"] == "p"
+    assert messages[-1]["result"]["content"][0]["text"] == "counted 4"
+
+
+def test_without_a_progress_token_the_reply_is_json() -> None:
+    response = post_sync(call("count", {"steps": 3}))
+    assert response.headers["content-type"] == "application/json"
+
+
+def test_timeout_gives_an_error_not_a_hang() -> None:
+    app = McpApp(Dispatcher(apps.app), request_timeout=0.2)
+    response = post_sync(call("slow", {"seconds": 30}, id=5), app)
+    assert response.status_code == 500
+    assert error_of(response)["code"] == -32603
+    assert response.json()["id"] == 5
+
+
+def test_sse_keepalives_then_the_timeout_error_as_last_event(tmp_path: Path) -> None:
+    app = McpApp(Dispatcher(apps.app), request_timeout=0.5, keepalive=0.05)
+    marker = tmp_path / "cancelled"
+    body = call("hang", {"marker": str(marker)}, extra_meta={"progressToken": 1})
+    response = post_sync(body, app)
+    assert response.status_code == 200  # the status line left before the error existed
+    assert b": keep-alive" in response.content
+    assert sse_messages(response)[-1]["error"]["code"] == -32603
+    assert marker.read_text() == "cancelled"
+
+
+# -- driven by hand: disconnect, lifespan, websocket -------------------------------------------
+
+class Wire:
+    """Hand-driven ASGI receive/send: the client disconnects after the first SSE event."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.sent: list[dict[str, Any]] = []
+        self.first_event = asyncio.Event()
+        self.read = False
+
+    async def receive(self) -> dict[str, Any]:
+        if not self.read:
+            self.read = True
+            return {"type": "http.request", "body": self.body, "more_body": False}
+        await self.first_event.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+        if message["type"] == "http.response.body" and message.get("body"):
+            self.first_event.set()
+
+
+def scope_for(body: dict[str, Any]) -> dict[str, Any]:
+    headers = [(k.encode(), v.encode()) for k, v in post_args(body)["headers"].items()]
+    return {"type": "http", "method": "POST", "path": "/mcp",
+            "headers": [*headers, (b"host", b"127.0.0.1:8000")]}
+
+
+def test_disconnect_cancels_the_handler_and_writes_nothing_more(tmp_path: Path) -> None:
+    marker = tmp_path / "cancelled"
+    body = call("hang", {"marker": str(marker)}, extra_meta={"progressToken": 1})
+    wire = Wire(msgspec.json.encode(body))
+
+    async def go() -> None:
+        await McpApp(Dispatcher(apps.app))(scope_for(body), wire.receive, wire.send)
+        await asyncio.sleep(0.05)
+
+    run(go(), timeout=5)
+    assert marker.read_text() == "cancelled"
+    assert len([m for m in wire.sent if m["type"] == "http.response.body"]) == 1
+    assert wire.sent[-1].get("more_body") is True  # no final event after the disconnect
+
+
+def test_lifespan_completes() -> None:
+    messages = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    run(McpApp(Dispatcher(apps.app))({"type": "lifespan"}, receive, send))
+    assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+
+def test_error_statuses_come_from_the_error_class() -> None:
+    response = post_sync(call("no_such_tool", id=9))
+    error = error_of(response)
+    assert response.status_code == ProtocolError.http_status or response.status_code == 200
+    assert error["code"] in (-32602, -32601)
+    assert response.json()["id"] == 9
