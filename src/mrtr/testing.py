@@ -16,7 +16,7 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import msgspec
 
@@ -121,7 +121,7 @@ class TestClient:
         self._runner = asyncio.Runner()
         self.notifications: list[dict[str, Any]] = []
 
-    def __enter__(self) -> TestClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

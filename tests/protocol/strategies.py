@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import mrtr.protocol as p
 
 SAFE_INT = 2**53 - 1
-TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=6)
+TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=6)
 # Keys that never collide with a schema property name, so free-form objects stay valid.
 KEYS = st.text("abc", min_size=1, max_size=3).map(lambda s: "x-" + s)
 SCALARS = (
@@ -30,7 +30,14 @@ JSON_VALUES: st.SearchStrategy[Any] = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
     max_leaves=8,
 )
-JSON_OBJECTS = st.dictionaries(KEYS, JSON_VALUES, max_size=3)
+# The schema's JSONObject/JSONValue leave out null and non-integer numbers (a generator artefact),
+# so free-form objects are drawn without them.
+OBJECT_VALUES: st.SearchStrategy[Any] = st.recursive(
+    st.booleans() | st.integers(-SAFE_INT, SAFE_INT) | TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+JSON_OBJECTS = st.dictionaries(KEYS, OBJECT_VALUES, max_size=3)
 UNIT = st.floats(0, 1)
 TIMESTAMP = st.just("2026-07-28T12:00:00Z")
 
@@ -41,7 +48,10 @@ def _elicit_params() -> st.SearchStrategy[p.ElicitRequestParams]:
         st.dictionaries(KEYS, st.just(p.StringSchema()) | st.just(p.BooleanSchema()), max_size=2),
     )
     form = st.builds(
-        p.ElicitRequestFormParams, message=TEXT, requested_schema=schema, explicit_mode=st.booleans()
+        p.ElicitRequestFormParams,
+        message=TEXT,
+        requested_schema=schema,
+        explicit_mode=st.booleans(),
     )
     url = st.builds(p.ElicitRequestURLParams, message=TEXT, url=st.just("https://example.com/x"))
     return form | url
@@ -107,6 +117,16 @@ FIELD_OVERRIDES: dict[tuple[type, str], st.SearchStrategy[Any]] = {
     (p.Task, "last_updated_at"): TIMESTAMP,
     (p.Task, "ttl_ms"): st.none() | st.integers(0, SAFE_INT),
 }
+_cls: type[msgspec.Struct]
+for _cls in (
+    p.CallToolRequestParams,
+    p.GetPromptRequestParams,
+    p.ReadResourceRequestParams,
+    p.UpdateTaskRequestParams,
+):
+    FIELD_OVERRIDES[(_cls, "input_responses")] = st.deferred(
+        lambda: st.dictionaries(KEYS, input_responses().map(msgspec.to_builtins), max_size=2)
+    )
 for _cls in (
     p.DiscoverResult,
     p.ListToolsResult,
@@ -118,6 +138,13 @@ for _cls in (
     FIELD_OVERRIDES[(_cls, "ttl_ms")] = st.integers(0, SAFE_INT)
 
 SKIPPED_FIELDS = frozenset({"jsonrpc", "result_type"})  # constant defaults, always written
+
+
+def input_responses() -> st.SearchStrategy[Any]:
+    """Any InputResponse (an untagged union, so not derivable from type info)."""
+    return st.one_of(
+        [from_type(t) for t in (p.ElicitResult, p.CreateMessageResult, p.ListRootsResult)]
+    )
 
 
 def from_type(tp: Any) -> st.SearchStrategy[Any]:
@@ -133,9 +160,11 @@ def _from_info(info: mi.Type) -> st.SearchStrategy[Any]:
     if isinstance(info, mi.ListType):
         return st.lists(_from_info(info.item_type), max_size=2)
     if isinstance(info, mi.DictType):
+        if isinstance(info.value_type, mi.AnyType):
+            return JSON_OBJECTS
         return st.dictionaries(KEYS, _from_info(info.value_type), max_size=2)
     if isinstance(info, mi.CustomType):
-        assert info.cls is p.ResourceContents
+        assert info.cls.__name__ == "ResourceContents"
         return from_type(p.TextResourceContents) | from_type(p.BlobResourceContents)
     return _scalar(info)
 
@@ -174,8 +203,6 @@ def _field(cls: type, field: mi.Field) -> st.SearchStrategy[Any]:
         override = FIELD_OVERRIDES.get((klass, field.name))
         if override is not None:
             return override
-    if isinstance(field.type, mi.DictType) and isinstance(field.type.value_type, mi.AnyType):
-        return JSON_OBJECTS
     return st.deferred(lambda: _from_info(field.type))
 
 

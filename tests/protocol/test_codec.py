@@ -48,7 +48,7 @@ def test_decodes_call_tool_request() -> None:
 
 
 def test_decodes_every_request_method() -> None:
-    params = {
+    params: dict[str, dict[str, object]] = {
         "tools/call": {"name": "x"},
         "prompts/get": {"name": "x"},
         "resources/read": {"uri": "file:///a"},
@@ -62,7 +62,7 @@ def test_decodes_every_request_method() -> None:
         "tasks/update": {"taskId": "t", "inputResponses": {"k": {"action": "decline"}}},
     }
     for method, spec in p.METHODS.items():
-        body = {"jsonrpc": "2.0", "id": "a", "method": method}
+        body: dict[str, object] = {"jsonrpc": "2.0", "id": "a", "method": method}
         body["params"] = {"_meta": META, **params.get(method, {})}
         msg = p.decode_client_message(raw(body))
         assert type(msg) is spec.request_type
@@ -130,16 +130,11 @@ def test_bad_id_is_invalid_request_without_id(bad_id: object) -> None:
     assert raises(errors.InvalidRequest, raw(request(id=bad_id))).request_id is None
 
 
-def test_missing_method_is_invalid_request() -> None:
-    body = request()
-    del body["method"]
-    assert raises(errors.InvalidRequest, raw(body)).request_id == 7
-
-
-def test_request_method_without_id_is_invalid_request() -> None:
-    body = request()
-    del body["id"]
-    assert raises(errors.InvalidRequest, raw(body)).request_id is None
+def test_missing_method_or_request_id_is_invalid_request() -> None:
+    no_method, no_id = request(), request()
+    del no_method["method"], no_id["id"]
+    assert raises(errors.InvalidRequest, raw(no_method)).request_id == 7
+    assert raises(errors.InvalidRequest, raw(no_id)).request_id is None
 
 
 def test_missing_meta_is_invalid_params() -> None:
@@ -328,7 +323,8 @@ def test_unknown_result_type_is_invalid_request() -> None:
 
 
 def test_bad_result_shape_is_invalid_request() -> None:
-    for result in ({"content": 3}, [], "x", {"resultType": 5}):
+    results: list[object] = [{"content": 3}, [], "x", {"resultType": 5}]
+    for result in results:
         with pytest.raises(errors.InvalidRequest):
             p.decode_server_message(response(result), "tools/call")
 
@@ -399,12 +395,3 @@ def test_decode_input_response_by_method() -> None:
 def test_decode_input_response_rejects(method: str, obj: p.JSONObject) -> None:
     with pytest.raises(errors.InvalidParams):
         p.decode_input_response(method, obj)
-
-
-def test_generic_decode_resolves_resource_contents() -> None:
-    blob = p.decode(
-        b'{"contents":[{"uri":"a","blob":"AA=="},{"uri":"b","text":"t"}]}', p.ReadResourceResult
-    )
-    assert isinstance(blob.contents[0], p.BlobResourceContents)
-    assert isinstance(blob.contents[1], p.TextResourceContents)
-    assert isinstance(blob.contents[0], p.ResourceContents)

@@ -26,6 +26,7 @@ def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
 
 # --- stdio lines --------------------------------------------------------------------------------
 
+
 def test_encode_line() -> None:
     assert encode_line(b'{"jsonrpc":"2.0"}') == b'{"jsonrpc":"2.0"}\n'
 
@@ -77,6 +78,7 @@ def test_line_framer_reassembles_any_split(lines: list[bytes], cuts: list[int], 
 
 # --- SSE encoding -------------------------------------------------------------------------------
 
+
 def test_encode_sse_event() -> None:
     assert encode_sse_event(b'{"a":1}') == b'data: {"a":1}\n\n'
     assert encode_sse_event(b"a\nb\r\nc\rd", event="message", id="7") == (
@@ -86,8 +88,9 @@ def test_encode_sse_event() -> None:
     assert SSE_KEEPALIVE == b": keep-alive\n\n"
 
 
-@pytest.mark.parametrize(("event", "id"), [("a\nb", None), ("a\rb", None), (None, "1\n"),
-                                           (None, "a\0b")])
+@pytest.mark.parametrize(
+    ("event", "id"), [("a\nb", None), ("a\rb", None), (None, "1\n"), (None, "a\0b")]
+)
 def test_encode_sse_event_rejects_bad_fields(event: str | None, id: str | None) -> None:
     with pytest.raises(ValueError):
         encode_sse_event(b"x", event=event, id=id)
@@ -95,16 +98,25 @@ def test_encode_sse_event_rejects_bad_fields(event: str | None, id: str | None) 
 
 # --- SSE parsing (WHATWG rules) -----------------------------------------------------------------
 
+
 def parse(*chunks: bytes) -> list[SSEEvent]:
     parser = SSEParser()
     events = [e for chunk in chunks for e in parser.feed(chunk)]
     return events + parser.close()
 
 
-@pytest.mark.parametrize("stream", [
-    b"data: x\n\n", b"data: x\r\n\r\n", b"data: x\r\r", b"data:x\n\n", b"\xef\xbb\xbfdata: x\n\n",
-    b": comment\ndata: x\nretry: 10\nunknown: y\n\n", b"data: x\n\n\n\n",
-])
+@pytest.mark.parametrize(
+    "stream",
+    [
+        b"data: x\n\n",
+        b"data: x\r\n\r\n",
+        b"data: x\r\r",
+        b"data:x\n\n",
+        b"\xef\xbb\xbfdata: x\n\n",
+        b": comment\ndata: x\nretry: 10\nunknown: y\n\n",
+        b"data: x\n\n\n\n",
+    ],
+)
 def test_sse_single_event(stream: bytes) -> None:
     assert parse(stream) == [SSEEvent(data="x")]
 
@@ -153,10 +165,14 @@ def test_sse_keepalive_between_events() -> None:
 
 
 FIELD = st.text().filter(lambda s: not any(c in s for c in "\r\n\0"))
-EVENTS = st.lists(st.tuples(
-    st.text().filter(lambda s: "\r" not in s), st.none() | FIELD, st.none() | FIELD,
-    st.booleans(),
-))
+EVENTS = st.lists(
+    st.tuples(
+        st.text().filter(lambda s: "\r" not in s),
+        st.none() | FIELD,
+        st.none() | FIELD,
+        st.booleans(),
+    )
+)
 
 
 @given(EVENTS, st.lists(st.integers(0, 10_000)))

@@ -39,10 +39,12 @@ CALL = ("tools/call", TOOL)
 HEADER_VALIDATION = [
     pytest.param(LIST, {"Mcp-Method": "prompts/list"}, False, id="wrong-method"),
     pytest.param(LIST, {}, False, id="missing-method"),
-    pytest.param(CALL, {"Mcp-Method": "tools/call", "Mcp-Name": "wrong_tool_name"}, False,
-                 id="wrong-name"),
-    pytest.param(CALL, {"Mcp-Method": "tools/call", "Mcp-Name": f"  {TOOL}  "}, True,
-                 id="name-with-ows"),
+    pytest.param(
+        CALL, {"Mcp-Method": "tools/call", "Mcp-Name": "wrong_tool_name"}, False, id="wrong-name"
+    ),
+    pytest.param(
+        CALL, {"Mcp-Method": "tools/call", "Mcp-Name": f"  {TOOL}  "}, True, id="name-with-ows"
+    ),
     pytest.param(CALL, {"Mcp-Method": "tools/call"}, False, id="missing-name"),
     pytest.param(LIST, {"mcp-method": "tools/list"}, True, id="lowercase-header-name"),
     pytest.param(LIST, {"MCP-METHOD": "tools/list"}, True, id="uppercase-header-name"),
@@ -58,8 +60,9 @@ def test_http_header_validation(
     headers = asgi({"MCP-Protocol-Version": PV, **raw})
 
     def check() -> None:
-        check_headers(headers, protocol_version=PV, method=method, name=name, arguments={},
-                      header_map={})
+        check_headers(
+            headers, protocol_version=PV, method=method, name=name, arguments={}, header_map={}
+        )
 
     if accept:
         check()
@@ -91,10 +94,19 @@ def call_headers(param: str | None, header: str = SUFFIX) -> dict[str, str]:
     return asgi(raw)
 
 
-def check_call(headers: dict[str, str], arguments: Mapping[str, object] | None,
-               header_map: Mapping[str, str] = CUSTOM_MAP) -> None:
-    check_headers(headers, protocol_version=PV, method="tools/call", name=TOOL,
-                  arguments=arguments, header_map=header_map)
+def check_call(
+    headers: dict[str, str],
+    arguments: Mapping[str, object] | None,
+    header_map: Mapping[str, str] = CUSTOM_MAP,
+) -> None:
+    check_headers(
+        headers,
+        protocol_version=PV,
+        method="tools/call",
+        name=TOOL,
+        arguments=arguments,
+        header_map=header_map,
+    )
 
 
 @pytest.mark.parametrize(("param", "body", "accept"), CUSTOM_SERVER)
@@ -110,33 +122,43 @@ def test_http_custom_header_server_validation(param: str | None, body: str, acce
 
 # --- further server checks --------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("version", [None, "2025-11-25", " 2026-07-28x"])
 def test_protocol_version_missing_or_different(version: str | None) -> None:
     raw = {"Mcp-Method": "tools/list"}
     if version is not None:
         raw["MCP-Protocol-Version"] = version
     with pytest.raises(HeaderMismatch, match="MCP-Protocol-Version"):
-        check_headers(asgi(raw), protocol_version=PV, method="tools/list", name=None,
-                      arguments=None, header_map={})
+        check_headers(
+            asgi(raw),
+            protocol_version=PV,
+            method="tools/list",
+            name=None,
+            arguments=None,
+            header_map={},
+        )
 
 
-@pytest.mark.parametrize(("param", "body", "accept"), [
-    ("42", 42, True),
-    ("007", 7, True),
-    ("-3", -3, True),
-    ("7.0", 7, False),
-    ("+7", 7, False),
-    ("8", 7, False),
-    (b64("42"), 42, True),
-    ("true", True, True),
-    ("false", False, True),
-    ("True", True, False),
-    ("1", True, False),
-    ("", "", True),
-    ("  padded  ", "padded", True),
-    (b64("  padded  "), "  padded  ", True),
-    ("Hello", "hello", False),
-])
+@pytest.mark.parametrize(
+    ("param", "body", "accept"),
+    [
+        ("42", 42, True),
+        ("007", 7, True),
+        ("-3", -3, True),
+        ("7.0", 7, False),
+        ("+7", 7, False),
+        ("8", 7, False),
+        (b64("42"), 42, True),
+        ("true", True, True),
+        ("false", False, True),
+        ("True", True, False),
+        ("1", True, False),
+        ("", "", True),
+        ("  padded  ", "padded", True),
+        (b64("  padded  "), "  padded  ", True),
+        ("Hello", "hello", False),
+    ],
+)
 def test_param_canonical_comparison(param: str, body: object, accept: bool) -> None:
     headers = call_headers(param)
     if accept:
@@ -185,37 +207,51 @@ def test_mismatch_message_never_echoes_the_value() -> None:
 
 def test_name_may_be_base64() -> None:
     uri = "file:///tmp/caf\u00e9.txt"
-    headers = asgi({"MCP-Protocol-Version": PV, "Mcp-Method": "resources/read",
-                    "Mcp-Name": b64(uri)})
-    check_headers(headers, protocol_version=PV, method="resources/read", name=uri,
-                  arguments=None, header_map={})
+    headers = asgi(
+        {"MCP-Protocol-Version": PV, "Mcp-Method": "resources/read", "Mcp-Name": b64(uri)}
+    )
+    check_headers(
+        headers,
+        protocol_version=PV,
+        method="resources/read",
+        name=uri,
+        arguments=None,
+        header_map={},
+    )
 
 
 # --- decode_header_value ----------------------------------------------------------------------
 
-@pytest.mark.parametrize(("raw", "value"), [
-    ("=?base64?SGVsbG8=?=", "Hello"),
-    (" \t=?base64?SGVsbG8=?=\t ", "Hello"),
-    ("=?base64??=", ""),
-    ("SGVsbG8=", "SGVsbG8="),
-    ("=?base64?SGVsbG8=", "=?base64?SGVsbG8="),
-    ("base64?SGVsbG8=?=", "base64?SGVsbG8=?="),
-    ("=?BASE64?SGVsbG8=?=", "=?BASE64?SGVsbG8=?="),
-    ("", ""),
-])
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("=?base64?SGVsbG8=?=", "Hello"),
+        (" \t=?base64?SGVsbG8=?=\t ", "Hello"),
+        ("=?base64??=", ""),
+        ("SGVsbG8=", "SGVsbG8="),
+        ("=?base64?SGVsbG8=", "=?base64?SGVsbG8="),
+        ("base64?SGVsbG8=?=", "base64?SGVsbG8=?="),
+        ("=?BASE64?SGVsbG8=?=", "=?BASE64?SGVsbG8=?="),
+        ("", ""),
+    ],
+)
 def test_decode_header_value(raw: str, value: str) -> None:
     assert decode_header_value(raw) == value
 
 
-@pytest.mark.parametrize("raw", [
-    "=?base64?SGVsbG8?=",        # missing padding
-    "=?base64?SGVs!!!bG8=?=",    # outside the alphabet
-    "=?base64?SGVsbG9=?=",       # non-canonical trailing bits
-    "=?base64?SGVs bG8=?=",      # inner whitespace
-    "=?base64?SGVsbG8==?=",      # excess padding
-    "=?base64?/w==?=",           # not UTF-8
-    "=?base64?SGVsbG8=?=\n",     # control character
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "=?base64?SGVsbG8?=",  # missing padding
+        "=?base64?SGVs!!!bG8=?=",  # outside the alphabet
+        "=?base64?SGVsbG9=?=",  # non-canonical trailing bits
+        "=?base64?SGVs bG8=?=",  # inner whitespace
+        "=?base64?SGVsbG8==?=",  # excess padding
+        "=?base64?/w==?=",  # not UTF-8
+        "=?base64?SGVsbG8=?=\n",  # control character
+    ],
+)
 def test_decode_header_value_rejects(raw: str) -> None:
     with pytest.raises(HeaderMismatch):
         decode_header_value(raw)
@@ -223,44 +259,71 @@ def test_decode_header_value_rejects(raw: str) -> None:
 
 # --- encode_header_value / derive_headers (http-custom-headers, http-standard-headers) -------
 
-@pytest.mark.parametrize(("value", "header"), [
-    ("us-west-2", "us-west-2"),
-    ("hello world", "hello world"),
-    ("", ""),
-    ("caf\u00e9 \u65e5\u672c", b64("caf\u00e9 \u65e5\u672c")),
-    (" leading", b64(" leading")),
-    ("trailing ", b64("trailing ")),
-    ("tab\there", b64("tab\there")),
-    ("line\nfeed", b64("line\nfeed")),
-    ("crlf\r\nline", b64("crlf\r\nline")),
-    ("=?base64?abc?=", b64("=?base64?abc?=")),
-    ("=?BASE64?abc", b64("=?BASE64?abc")),
-    (42, "42"),
-    (-7, "-7"),
-    (0, "0"),
-    (True, "true"),
-    (False, "false"),
-])
+
+@pytest.mark.parametrize(
+    ("value", "header"),
+    [
+        ("us-west-2", "us-west-2"),
+        ("hello world", "hello world"),
+        ("", ""),
+        ("caf\u00e9 \u65e5\u672c", b64("caf\u00e9 \u65e5\u672c")),
+        (" leading", b64(" leading")),
+        ("trailing ", b64("trailing ")),
+        ("tab\there", b64("tab\there")),
+        ("line\nfeed", b64("line\nfeed")),
+        ("crlf\r\nline", b64("crlf\r\nline")),
+        ("=?base64?abc?=", b64("=?base64?abc?=")),
+        ("=?BASE64?abc", b64("=?BASE64?abc")),
+        (42, "42"),
+        (-7, "-7"),
+        (0, "0"),
+        (True, "true"),
+        (False, "false"),
+    ],
+)
 def test_encode_header_value(value: str | int | bool, header: str) -> None:
     assert encode_header_value(value) == header
 
 
 CUSTOM_TOOL_MAP = {
-    "region": "Region", "method": "Method", "count": "Count", "enabled": "Enabled",
-    "unicode": "Unicode", "spaced": "Spaced", "tabbed": "Tabbed", "multiline": "Multiline",
-    "crlf": "Crlf", "empty": "Empty", "verbose": "Verbose", "missing": "Missing",
+    "region": "Region",
+    "method": "Method",
+    "count": "Count",
+    "enabled": "Enabled",
+    "unicode": "Unicode",
+    "spaced": "Spaced",
+    "tabbed": "Tabbed",
+    "multiline": "Multiline",
+    "crlf": "Crlf",
+    "empty": "Empty",
+    "verbose": "Verbose",
+    "missing": "Missing",
 }
 
 
 def test_derive_headers_http_custom_headers() -> None:
     arguments: dict[str, object] = {
-        "region": "us-west-2", "method": "POST", "count": 42, "enabled": True,
-        "unicode": "\u65e5\u672c\u8a9e", "spaced": " padded ", "tabbed": "a\tb",
-        "multiline": "a\nb", "crlf": "a\r\nb", "empty": "", "verbose": None,
-        "float_val": 3.14, "query": "unannotated",
+        "region": "us-west-2",
+        "method": "POST",
+        "count": 42,
+        "enabled": True,
+        "unicode": "\u65e5\u672c\u8a9e",
+        "spaced": " padded ",
+        "tabbed": "a\tb",
+        "multiline": "a\nb",
+        "crlf": "a\r\nb",
+        "empty": "",
+        "verbose": None,
+        "float_val": 3.14,
+        "query": "unannotated",
     }
-    headers = derive_headers(protocol_version=PV, method="tools/call", name="test_custom_headers",
-                             arguments=arguments, header_map=CUSTOM_TOOL_MAP)
+    headers = derive_headers(
+        protocol_version=PV,
+        method="tools/call",
+        name="test_custom_headers",
+        arguments=arguments,
+        header_map=CUSTOM_TOOL_MAP,
+    )
     assert headers == {
         "MCP-Protocol-Version": PV,
         "Mcp-Method": "tools/call",
@@ -276,27 +339,41 @@ def test_derive_headers_http_custom_headers() -> None:
         "Mcp-Param-Crlf": b64("a\r\nb"),
         "Mcp-Param-Empty": "",
     }
-    check_headers(asgi(headers), protocol_version=PV, method="tools/call",
-                  name="test_custom_headers", arguments=arguments, header_map=CUSTOM_TOOL_MAP)
+    check_headers(
+        asgi(headers),
+        protocol_version=PV,
+        method="tools/call",
+        name="test_custom_headers",
+        arguments=arguments,
+        header_map=CUSTOM_TOOL_MAP,
+    )
 
 
 def test_derive_headers_non_primitive_arguments_are_skipped() -> None:
-    headers = derive_headers(protocol_version=PV, method="tools/call", name="t",
-                             arguments={"a": 1.5, "b": [1], "c": {"d": 1}},
-                             header_map={"a": "A", "b": "B", "c": "C"})
+    headers = derive_headers(
+        protocol_version=PV,
+        method="tools/call",
+        name="t",
+        arguments={"a": 1.5, "b": [1], "c": {"d": 1}},
+        header_map={"a": "A", "b": "B", "c": "C"},
+    )
     assert not [h for h in headers if h.startswith("Mcp-Param-")]
 
 
-@pytest.mark.parametrize(("method", "name"), [
-    ("tools/list", None),
-    ("tools/call", "my-hyphenated-tool"),
-    ("resources/read", "file:///path/to/file%20name.txt"),
-    ("resources/read", "https://example.com/resource?id=123"),
-    ("prompts/get", "test_prompt"),
-])
+@pytest.mark.parametrize(
+    ("method", "name"),
+    [
+        ("tools/list", None),
+        ("tools/call", "my-hyphenated-tool"),
+        ("resources/read", "file:///path/to/file%20name.txt"),
+        ("resources/read", "https://example.com/resource?id=123"),
+        ("prompts/get", "test_prompt"),
+    ],
+)
 def test_derive_headers_http_standard_headers(method: str, name: str | None) -> None:
-    headers = derive_headers(protocol_version=PV, method=method, name=name, arguments=None,
-                             header_map={})
+    headers = derive_headers(
+        protocol_version=PV, method=method, name=name, arguments=None, header_map={}
+    )
     expected = {"MCP-Protocol-Version": PV, "Mcp-Method": method}
     if name is not None:
         expected["Mcp-Name"] = name
@@ -304,6 +381,7 @@ def test_derive_headers_http_standard_headers(method: str, name: str | None) -> 
 
 
 # --- tool_header_map (http-invalid-tool-headers) ----------------------------------------------
+
 
 def schema(**properties: object) -> dict[str, object]:
     return {"type": "object", "properties": properties}
@@ -332,12 +410,15 @@ INVALID_TOOLS = [
     pytest.param(schema(a=prop("string", 7)), id="non-string-name"),
     pytest.param(schema(a={**prop("integer", "A"), "maximum": 2**53}), id="unsafe-max"),
     pytest.param(schema(a={**prop("integer", "A"), "minimum": -(2**60)}), id="unsafe-min"),
-    pytest.param(schema(a={"type": "object", "properties": {"b": prop("string", "B")}}),
-                 id="nested-property"),
-    pytest.param({**schema(a={"$ref": "#/$defs/r"}), "$defs": {"r": prop("string", "R")}},
-                 id="via-ref"),
-    pytest.param({**schema(), "anyOf": [{"properties": {"a": prop("string", "A")}}]},
-                 id="in-anyof"),
+    pytest.param(
+        schema(a={"type": "object", "properties": {"b": prop("string", "B")}}), id="nested-property"
+    ),
+    pytest.param(
+        {**schema(a={"$ref": "#/$defs/r"}), "$defs": {"r": prop("string", "R")}}, id="via-ref"
+    ),
+    pytest.param(
+        {**schema(), "anyOf": [{"properties": {"a": prop("string", "A")}}]}, id="in-anyof"
+    ),
     pytest.param({**schema(), "x-mcp-header": "Root"}, id="on-root"),
 ]
 
@@ -371,6 +452,7 @@ def test_tool_header_map_accepts_primitives_and_ignores_data() -> None:
 
 # --- properties -------------------------------------------------------------------------------
 
+
 @given(st.text())
 def test_decode_inverts_encode(value: str) -> None:
     assert decode_header_value(encode_header_value(value)) == value
@@ -387,7 +469,18 @@ ARG = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text()
 @given(st.dictionaries(st.sampled_from("abcd"), ARG), st.text())
 def test_check_accepts_what_derive_sends(arguments: dict[str, object], name: str) -> None:
     header_map = {"a": "A", "b": "Bee", "c": "C-c"}
-    headers = derive_headers(protocol_version=PV, method="tools/call", name=name,
-                             arguments=arguments, header_map=header_map)
-    check_headers(asgi(headers), protocol_version=PV, method="tools/call", name=name,
-                  arguments=arguments, header_map=header_map)
+    headers = derive_headers(
+        protocol_version=PV,
+        method="tools/call",
+        name=name,
+        arguments=arguments,
+        header_map=header_map,
+    )
+    check_headers(
+        asgi(headers),
+        protocol_version=PV,
+        method="tools/call",
+        name=name,
+        arguments=arguments,
+        header_map=header_map,
+    )

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 import mrtr.protocol as p
 from tests.conftest import SHARED
@@ -37,9 +37,7 @@ NO_DEFINITION = {
     "UntitledEnumItems",
     "UpdateTaskRequestParams",
 }
-EXAMPLES = settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+EXAMPLES = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @cache

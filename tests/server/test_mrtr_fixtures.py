@@ -276,7 +276,8 @@ def test_validate_input_never_completes(client: WireClient, responses: object) -
 
 
 # -- server-stateless at the Dispatcher level ----------------------------------------------------
-META_KEYS = ("io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities")
+META_KEYS = ("io.modelcontextprotocol/protocolVersion",
+             "io.modelcontextprotocol/clientCapabilities")
 
 
 def raw(client: WireClient, method: str, params: dict[str, Any], rid: int = 41) -> dict[str, Any]:

@@ -55,7 +55,8 @@ async def replay(ctx: Context, groups: list[list[str]], kinds: dict[str, str]) -
     return seen
 
 
-def client_for(clock: Clock, *, audience: str = "props", principal: str | None = None) -> WireClient:
+def client_for(clock: Clock, *, audience: str = "props",
+               principal: str | None = None) -> WireClient:
     sealer = Sealer(keys=[KEY], audience=audience, ttl=TTL, flow_ttl=FLOW_TTL, clock=clock)
     return WireClient(app, sealer=sealer, clock=clock, principal=principal)
 

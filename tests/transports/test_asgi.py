@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ import httpx
 import msgspec
 import pytest
 
-from mrtr.errors import ProtocolError
+from mrtr.errors import InvalidParams
 from mrtr.protocol import SSEParser
 from mrtr.server import Dispatcher
 from mrtr.transports import McpApp, Unauthorized
@@ -20,12 +20,16 @@ from tests.transports import apps
 from tests.transports.conftest import VERSION, asgi_client, call, post_args, request, run
 
 
-async def post(body: Mapping[str, Any], app: McpApp | None = None, **headers: str) -> httpx.Response:
+async def post(
+    body: Mapping[str, Any], app: McpApp | None = None, /, **headers: str
+) -> httpx.Response:
     async with asgi_client(app) as client:
         return await client.post("/mcp", **post_args(body, **headers))
 
 
-def post_sync(body: Mapping[str, Any], app: McpApp | None = None, **headers: str) -> httpx.Response:
+def post_sync(
+    body: Mapping[str, Any], app: McpApp | None = None, /, **headers: str
+) -> httpx.Response:
     return run(post(body, app, **headers))
 
 
@@ -333,7 +337,7 @@ class Wire:
 
     def __init__(self, body: bytes) -> None:
         self.body = body
-        self.sent: list[dict[str, Any]] = []
+        self.sent: list[MutableMapping[str, Any]] = []
         self.first_event = asyncio.Event()
         self.read = False
 
@@ -344,7 +348,7 @@ class Wire:
         await self.first_event.wait()
         return {"type": "http.disconnect"}
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: MutableMapping[str, Any]) -> None:
         self.sent.append(message)
         if message["type"] == "http.response.body" and message.get("body"):
             self.first_event.set()
@@ -378,8 +382,8 @@ def test_lifespan_completes() -> None:
     async def receive() -> dict[str, Any]:
         return messages.pop(0)
 
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(dict(message))
 
     run(McpApp(Dispatcher(apps.app))({"type": "lifespan"}, receive, send))
     assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
@@ -387,7 +391,6 @@ def test_lifespan_completes() -> None:
 
 def test_error_statuses_come_from_the_error_class() -> None:
     response = post_sync(call("no_such_tool", id=9))
-    error = error_of(response)
-    assert response.status_code == ProtocolError.http_status or response.status_code == 200
-    assert error["code"] in (-32602, -32601)
+    assert response.status_code == InvalidParams.http_status
+    assert error_of(response)["code"] == InvalidParams.code
     assert response.json()["id"] == 9

@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     ResourceContents: TypeAlias = TextResourceContents | BlobResourceContents
 else:
 
-    class ResourceContents(abc.ABC):
+    class ResourceContents(abc.ABC):  # noqa: B024 - a virtual union: nothing to implement
         """`TextResourceContents | BlobResourceContents` at run time (see Design above)."""
 
     ResourceContents.register(TextResourceContents)

@@ -43,6 +43,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)  # an Ask[Form] is an Ask[object] (InputRequired.asks)
 _NO_FALLBACK: object = object()
 
 
@@ -87,7 +88,7 @@ class _Spec:
     capability: dict[str, object]
 
 
-class Ask(Generic[T]):
+class Ask(Generic[T_co]):
     """An input the handler needs; `await` it (or pass several to `ctx.gather`)."""
 
     __slots__ = ("_ctx", "key", "spec", "_resolve", "fallback")
@@ -97,7 +98,7 @@ class Ask(Generic[T]):
         ctx: Context,
         key: str,
         spec: _Spec,
-        resolve: Callable[[object], T],
+        resolve: Callable[[object], T_co],
         fallback: object = _NO_FALLBACK,
     ) -> None:
         self._ctx = ctx
@@ -114,7 +115,7 @@ class Ask(Generic[T]):
     def has_fallback(self) -> bool:
         return self.fallback is not _NO_FALLBACK
 
-    def resolve(self, raw: object) -> T:
+    def resolve(self, raw: object) -> T_co:
         """Type and validate one raw answer; raises Reask when it must be asked again."""
         return self._resolve(raw)
 
@@ -128,7 +129,7 @@ class Ask(Generic[T]):
             return msgspec.structs.replace(request, params=params)
         return request
 
-    def __await__(self) -> Generator[object, None, T]:
+    def __await__(self) -> Generator[object, None, T_co]:
         values = self._ctx._settle([self])
         return values[0]  # type: ignore[no-any-return]
         yield  # pragma: no cover - makes this a generator without suspending

@@ -330,9 +330,13 @@ class Context:
         rnd = self._round
         journal = rnd.state.journal
         known = journal.get(ask.key)
-        if known is not None and known.shape == ask.spec.shape:
-            return ask.resolve(known.value)
         problem: str | None = None
+        if known is not None and known.shape == ask.spec.shape:
+            try:
+                return ask.resolve(known.value)
+            except Reask as exc:  # valid when given, not now (e.g. after an upgrade): ask again
+                del journal[ask.key]
+                problem = exc.problem
         if ask.key in rnd.responses and (rnd.accept_keys is None or ask.key in rnd.accept_keys):
             raw = rnd.responses[ask.key]
             try:

@@ -32,6 +32,7 @@ from mrtr.protocol import (
     encode_error,
     encode_result,
 )
+from mrtr.server._asks import Suspend
 from mrtr.server._listing import Lister
 from mrtr.server._peer import NotificationSink, Peer
 from mrtr.server._registry import Server
@@ -128,6 +129,11 @@ class Dispatcher:
         except ProtocolError as exc:
             self.log.info("request %r failed: %r", request.id, exc)
             return Reply(request.id, error=exc)
+        except Suspend:
+            # Only the round engine turns an unanswered ask into InputRequiredResult; a handler
+            # of any other method (completion) that asks is a server bug (DIGEST §2.2).
+            self.log.error("%s handler asked for input, which it may not", request.method)
+            return Reply(request.id, error=InternalError())
         except Exception:
             self.log.exception("internal error serving %s", request.method)
             return Reply(request.id, error=InternalError())

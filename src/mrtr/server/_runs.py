@@ -174,10 +174,12 @@ class Runner:
         if isinstance(out, InputRequiredResult):
             return _with_meta(out, self._meta)
         cache = self._server.cache
-        return ReadResourceResult(
+        params = request.params
+        retried = params.input_responses is not UNSET or params.request_state is not UNSET
+        return ReadResourceResult(  # a retry's result must never be cached (CACHE-M-01)
             contents=resource_contents(out, uri, entry.mime_type),
-            ttl_ms=cache.ttl_ms,
-            cache_scope=cache.scope,  # type: ignore[arg-type]
+            ttl_ms=0 if retried else cache.ttl_ms,
+            cache_scope="private" if retried else cache.scope,  # type: ignore[arg-type]
             meta=self._meta,
         )
 

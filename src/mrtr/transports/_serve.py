@@ -167,7 +167,10 @@ def _bound_hosts(host: str, port: int) -> list[str]:
     elif host in ("0.0.0.0", "::"):
         log.warning("bound to %s: only loopback Host headers are accepted (see --allow-host)",
                     host)
-    return [f"{name}:{port}" for name in names] + names * (port == 80)
+    hosts = [f"{name}:{port}" for name in names]
+    if port == 80:
+        hosts += names  # clients omit the default port from Host and Origin
+    return hosts
 
 
 def _import_path() -> None:

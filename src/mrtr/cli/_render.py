@@ -1,0 +1,85 @@
+"""Plain-text rendering of results for `mrtr call` and friends."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+
+from mrtr.protocol import (
+    UNSET,
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    GetPromptResult,
+    Prompt,
+    ReadResourceResult,
+    Resource,
+    ResourceLink,
+    ResourceTemplate,
+    TextContent,
+    TextResourceContents,
+    Tool,
+)
+
+__all__ = ["render"]
+
+
+def render(result: object) -> str:
+    """A human-readable text for a result or a list of listed items."""
+    if isinstance(result, list):
+        return "\n".join(_item(x) for x in result) if result else "(none)"
+    if isinstance(result, CallToolResult):
+        lines = [_block(b) for b in result.content]
+        if result.structured_content is not UNSET and not lines:
+            lines.append(json.dumps(result.structured_content, indent=2, ensure_ascii=False))
+        text = "\n".join(lines)
+        return f"Tool error: {text}" if result.is_error is True else text
+    if isinstance(result, GetPromptResult):
+        return "\n".join(f"[{m.role}] {_block(m.content)}" for m in result.messages)
+    if isinstance(result, ReadResourceResult):
+        return "\n".join(_contents(c) for c in result.contents)
+    return msgspec.json.format(msgspec.json.encode(result), indent=2).decode("utf-8")
+
+
+def _item(item: object) -> str:
+    if isinstance(item, Tool):
+        props = item.input_schema.get("properties") or {}
+        required = set(item.input_schema.get("required") or [])
+        args = ", ".join(
+            f"{n}{'' if n in required else '?'}: {p.get('type', 'any')}"
+            for n, p in props.items() if isinstance(p, dict)
+        )
+        return f"{item.name}({args})" + _about(item.description)
+    if isinstance(item, Prompt):
+        names = [a.name for a in item.arguments] if item.arguments is not UNSET else []
+        return f"{item.name}({', '.join(names)})" + _about(item.description)
+    if isinstance(item, Resource):
+        return f"{item.uri}  {item.name}" + _about(item.description)
+    if isinstance(item, ResourceTemplate):
+        return f"{item.uri_template}  {item.name} (template)" + _about(item.description)
+    return str(item)
+
+
+def _about(description: str | object) -> str:
+    return f"\n    {description}" if isinstance(description, str) and description else ""
+
+
+def _block(block: object) -> str:
+    if isinstance(block, TextContent):
+        return block.text
+    if isinstance(block, ResourceLink):
+        return f"-> {block.uri} ({block.name})"
+    if isinstance(block, EmbeddedResource):
+        return _contents(block.resource)
+    mime = getattr(block, "mime_type", "")
+    return f"[{type(block).__name__} {mime}]"
+
+
+def _contents(contents: object) -> str:
+    if isinstance(contents, TextResourceContents):
+        return contents.text
+    if isinstance(contents, BlobResourceContents):
+        mime = contents.mime_type if contents.mime_type is not UNSET else "binary"
+        return f"[{mime}, {len(contents.blob) * 3 // 4} bytes] {contents.uri}"
+    return str(contents)

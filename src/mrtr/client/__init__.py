@@ -1,0 +1,40 @@
+"""The client side: `Client`, the sans-I/O MRTR flow, input handlers and checkpoints."""
+
+from mrtr.client._client import Client
+from mrtr.client._errors import ClientError, InputRefused, TooManyRounds, UnexpectedResult
+from mrtr.client._flow import Fulfil, Send, Sleep, Step, Suspended, call_flow, drive
+from mrtr.client._handlers import (
+    ElicitationHandler,
+    Handlers,
+    RootsHandler,
+    RoundHook,
+    SamplingHandler,
+)
+from mrtr.client._requests import ProgressHandler
+from mrtr.client._stepping import ManualFlow
+from mrtr.client._transport import NotificationSink, Transport, TransportError
+
+__all__ = [
+    "call_flow",
+    "Client",
+    "ClientError",
+    "drive",
+    "ElicitationHandler",
+    "Fulfil",
+    "Handlers",
+    "InputRefused",
+    "ManualFlow",
+    "NotificationSink",
+    "ProgressHandler",
+    "RootsHandler",
+    "RoundHook",
+    "SamplingHandler",
+    "Send",
+    "Sleep",
+    "Step",
+    "Suspended",
+    "TooManyRounds",
+    "Transport",
+    "TransportError",
+    "UnexpectedResult",
+]

@@ -1,0 +1,367 @@
+"""`Client`: requests with per-request `_meta` and headers, version retry, lists, MRTR flows."""
+
+# Design: every request is built complete (fresh id, `_meta`, headers) in one place, `_send`,
+# which also owns the two recoveries the spec suggests: -32022 → retry once with a version from
+# `supported`, and -32020 on tools/call → re-list tools and retry once. MRTR rounds are not here:
+# they are `call_flow` (sans-I/O) run by `drive`, with `fulfil` answering input requests.
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable, Generator, Mapping
+from importlib import metadata
+from types import TracebackType
+from typing import Protocol, TypeVar
+
+import msgspec
+
+from mrtr.errors import HeaderMismatch, ProtocolError, UnsupportedProtocolVersion, from_wire
+from mrtr.protocol import (
+    METHODS,
+    SUPPORTED_VERSIONS,
+    UNSET,
+    CallToolRequest,
+    CallToolRequestParams,
+    CallToolResult,
+    CompleteRequest,
+    CompleteRequestParams,
+    CompleteResult,
+    CompletionArgument,
+    CompletionContext,
+    DiscoverRequest,
+    DiscoverResult,
+    GetPromptRequest,
+    GetPromptRequestParams,
+    GetPromptResult,
+    Implementation,
+    JSONObject,
+    JSONRPCErrorResponse,
+    JSONRPCResultResponse,
+    ListPromptsRequest,
+    ListPromptsResult,
+    ListResourcesRequest,
+    ListResourcesResult,
+    ListResourceTemplatesRequest,
+    ListResourceTemplatesResult,
+    ListToolsRequest,
+    ListToolsResult,
+    PaginatedRequestParams,
+    ProgressToken,
+    Prompt,
+    PromptReference,
+    ReadResourceRequest,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    RequestMeta,
+    RequestParams,
+    Resource,
+    ResourceTemplate,
+    ResourceTemplateReference,
+    Tool,
+    UnsetType,
+    encode_message,
+)
+
+from ._cache import TTLCache
+from ._checkpoint import load_checkpoint
+from ._errors import UnexpectedResult
+from ._flow import FlowRequest, Fulfil, Step, call_flow, drive
+from ._handlers import Handlers, fulfil
+from ._requests import (
+    ListRequest,
+    ProgressHandler,
+    Request,
+    decode_reply,
+    progress_sink,
+    request_headers,
+)
+from ._stepping import ManualFlow
+from ._tools import ToolIndex
+from ._transport import Transport
+
+__all__ = ["Client"]
+
+ResultT = TypeVar("ResultT")
+class _Page(Protocol):
+    @property
+    def next_cursor(self) -> str | UnsetType: ...
+    @property
+    def ttl_ms(self) -> int: ...
+
+
+PageT = TypeVar("PageT", bound=_Page)
+
+
+def _default_info() -> Implementation:
+    try:
+        version = metadata.version("mrtr")
+    except metadata.PackageNotFoundError:
+        version = "0"
+    return Implementation(name="mrtr", version=version)
+
+
+class Client:
+    """An MCP 2026-07-28 client over any Transport; use as an async context manager.
+
+    `handlers` decide the declared capabilities; `max_rounds` caps MRTR rounds per call;
+    `timeout` (seconds) bounds each whole call, all rounds included (raises TimeoutError).
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        handlers: Handlers | None = None,
+        max_rounds: int = 10,
+        timeout: float | None = None,
+        client_info: Implementation | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.transport = transport
+        self.handlers = handlers or Handlers()
+        self.max_rounds = max_rounds
+        self.timeout = timeout
+        self.client_info = client_info or _default_info()
+        self.protocol_version = SUPPORTED_VERSIONS[0]
+        self._ids = itertools.count(1)
+        self._tokens = itertools.count(1)
+        self._cache = TTLCache(clock)
+        self._tools = ToolIndex(check_headers=transport.sends_headers)
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the transport."""
+        await self.transport.aclose()
+
+    # -- plain requests ---------------------------------------------------------------------
+
+    async def discover(self) -> DiscoverResult:
+        """`server/discover` (cached for its `ttlMs`)."""
+        cached = self._cache.get("server/discover", DiscoverResult)
+        if cached is not None:
+            return cached
+        request = DiscoverRequest(id=self._next_id(), params=RequestParams(meta=self._meta()))
+        result = await self._expect(request, DiscoverResult)
+        self._cache.put("server/discover", result, result.ttl_ms)
+        return result
+
+    async def list_tools(self, *, refresh: bool = False) -> list[Tool]:
+        """All pages of `tools/list`; over HTTP, tools with invalid `x-mcp-header` are dropped."""
+        cached = None if refresh else self._cache.get("tools/list", list)
+        if cached is not None:
+            return cached
+        pages = await self._pages(
+            lambda p: ListToolsRequest(id=self._next_id(), params=p), ListToolsResult
+        )
+        tools = self._tools.index([t for page in pages for t in page.tools])
+        self._cache.put("tools/list", tools, min(p.ttl_ms for p in pages))
+        return tools
+
+    async def list_prompts(self) -> list[Prompt]:
+        """All pages of `prompts/list`."""
+        pages = await self._pages(
+            lambda p: ListPromptsRequest(id=self._next_id(), params=p), ListPromptsResult
+        )
+        return [item for page in pages for item in page.prompts]
+
+    async def list_resources(self) -> list[Resource]:
+        """All pages of `resources/list`."""
+        pages = await self._pages(
+            lambda p: ListResourcesRequest(id=self._next_id(), params=p), ListResourcesResult
+        )
+        return [item for page in pages for item in page.resources]
+
+    async def list_resource_templates(self) -> list[ResourceTemplate]:
+        """All pages of `resources/templates/list`."""
+        pages = await self._pages(
+            lambda p: ListResourceTemplatesRequest(id=self._next_id(), params=p),
+            ListResourceTemplatesResult,
+        )
+        return [item for page in pages for item in page.resource_templates]
+
+    async def complete(
+        self,
+        ref: PromptReference | ResourceTemplateReference,
+        argument: str,
+        value: str,
+        *,
+        context: Mapping[str, str] | None = None,
+    ) -> CompleteResult:
+        """`completion/complete` for one argument of a prompt or resource template."""
+        params = CompleteRequestParams(
+            ref=ref,
+            argument=CompletionArgument(name=argument, value=value),
+            context=CompletionContext(arguments=dict(context)) if context else UNSET,
+            meta=self._meta(),
+        )
+        return await self._expect(CompleteRequest(id=self._next_id(), params=params),
+                                  CompleteResult)
+
+    # -- MRTR requests ----------------------------------------------------------------------
+
+    async def call_tool(
+        self, name: str, arguments: JSONObject | None = None, *,
+        progress: ProgressHandler | None = None,
+    ) -> CallToolResult:
+        """Call a tool, answering input requests through the handlers, until its final result."""
+        request = self._tool_request(name, arguments, progress is not None)
+        return await self._flow(request, CallToolResult, progress)
+
+    async def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None
+    ) -> GetPromptResult:
+        """`prompts/get`, with MRTR rounds driven like `call_tool`."""
+        params = GetPromptRequestParams(
+            name=name, arguments=dict(arguments) if arguments is not None else UNSET,
+            meta=self._meta(),
+        )
+        return await self._flow(GetPromptRequest(id=self._next_id(), params=params),
+                                GetPromptResult, None)
+
+    async def read_resource(self, uri: str) -> ReadResourceResult:
+        """`resources/read`, with MRTR rounds driven like `call_tool`."""
+        params = ReadResourceRequestParams(uri=uri, meta=self._meta())
+        return await self._flow(ReadResourceRequest(id=self._next_id(), params=params),
+                                ReadResourceResult, None)
+
+    def start_tool_call(
+        self, name: str, arguments: JSONObject | None = None
+    ) -> ManualFlow[CallToolResult]:
+        """A tool call stepped by hand: see ManualFlow (handlers are not used)."""
+        request = self._tool_request(name, arguments, False)
+        return ManualFlow(request, self._new_flow(request, CallToolResult, False), send=self._send)
+
+    def resume(
+        self, checkpoint: str | bytes
+    ) -> ManualFlow[CallToolResult | GetPromptResult | ReadResourceResult]:
+        """Continue a flow from `ManualFlow.checkpoint()` (possibly made by another process)."""
+        request, suspended = load_checkpoint(checkpoint)
+        expect: type[CallToolResult | GetPromptResult | ReadResourceResult]
+        expect = METHODS[request.method].result_type  # type: ignore[assignment]
+        flow = call_flow(
+            request, expect, new_id=self._next_id, new_meta=self._meta,
+            max_rounds=self.max_rounds, resume=suspended,
+        )
+        return ManualFlow(request, flow, send=self._send, suspended=suspended)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _tool_request(
+        self, name: str, arguments: JSONObject | None, progress: bool
+    ) -> CallToolRequest:
+        params = CallToolRequestParams(
+            name=name, arguments=arguments if arguments is not None else UNSET,
+            meta=self._meta(progress),
+        )
+        return CallToolRequest(id=self._next_id(), params=params)
+
+    def _new_flow(
+        self, request: FlowRequest, expect: type[ResultT], progress: bool
+    ) -> Generator[Step, object, ResultT]:
+        return call_flow(
+            request, expect, new_id=self._next_id, new_meta=lambda: self._meta(progress),
+            max_rounds=self.max_rounds,
+        )
+
+    async def _flow(
+        self, request: FlowRequest, expect: type[ResultT], progress: ProgressHandler | None
+    ) -> ResultT:
+        async def send(req: FlowRequest) -> object:
+            return await self._send(req, progress=progress)
+
+        async def answer(step: Fulfil) -> Mapping[str, object]:
+            return await fulfil(self.handlers, step.input_requests, step.round)
+
+        flow = self._new_flow(request, expect, progress is not None)
+        async with asyncio.timeout(self.timeout):
+            return await drive(flow, send=send, fulfil=answer)
+
+    def _next_id(self) -> int:
+        return next(self._ids)
+
+    def _meta(self, progress: bool = False) -> RequestMeta:
+        token: ProgressToken | UnsetType = f"progress-{next(self._tokens)}" if progress else UNSET
+        return RequestMeta(
+            protocol_version=self.protocol_version,
+            client_capabilities=self.handlers.capabilities(),
+            client_info=self.client_info,
+            progress_token=token,
+        )
+
+    async def _pages(
+        self, make: Callable[[PaginatedRequestParams], ListRequest], page_type: type[PageT]
+    ) -> list[PageT]:
+        pages: list[PageT] = []
+        cursor: str | UnsetType = UNSET
+        seen: set[str] = set()
+        while True:
+            params = PaginatedRequestParams(cursor=cursor, meta=self._meta())
+            page = await self._expect(make(params), page_type)
+            pages.append(page)
+            cursor = page.next_cursor
+            if cursor is UNSET or cursor in seen:
+                return pages
+            seen.add(cursor)
+
+    async def _expect(self, request: Request, expect: type[ResultT]) -> ResultT:
+        result = await self._send(request)
+        if not isinstance(result, expect):
+            raise UnexpectedResult(f"expected {expect.__name__}, got {type(result).__name__}")
+        return result
+
+    async def _send(self, request: Request, *, progress: ProgressHandler | None = None) -> object:
+        """Send one request; return its decoded result; raise `mrtr.errors` for wire errors."""
+        for attempt in (1, 2):
+            headers = await self._headers(request)
+            sink = progress_sink(request, progress)
+            raw = await self.transport.request(
+                encode_message(request), request_id=request.id, headers=headers, notify=sink
+            )
+            message = decode_reply(raw, request.method)
+            if isinstance(message, JSONRPCResultResponse):
+                if message.id != request.id:
+                    raise UnexpectedResult(f"response id {message.id!r} != {request.id!r}")
+                return message.result
+            if not isinstance(message, JSONRPCErrorResponse):
+                raise UnexpectedResult("the server sent a notification instead of a response")
+            error = from_wire(message.error)
+            retry = self._recover(error, request) if attempt == 1 else None
+            if retry is None:
+                raise error
+            request = retry
+        raise AssertionError("unreachable")
+
+    def _recover(self, error: ProtocolError, request: Request) -> Request | None:
+        """The request to retry after `error`, or None to raise it."""
+        if isinstance(error, UnsupportedProtocolVersion):
+            version = next((v for v in SUPPORTED_VERSIONS if v in error.supported), None)
+            if version is None:
+                return None
+            self.protocol_version = version
+        elif isinstance(error, HeaderMismatch) and isinstance(request, CallToolRequest):
+            self._tools.forget()
+            self._cache.invalidate("tools/list")
+        else:
+            return None
+        meta = msgspec.structs.replace(request.params.meta, protocol_version=self.protocol_version)
+        params = msgspec.structs.replace(request.params, meta=meta)
+        return msgspec.structs.replace(request, id=self._next_id(), params=params)
+
+    async def _headers(self, request: Request) -> dict[str, str]:
+        if not self.transport.sends_headers:
+            return {}
+        header_map: Mapping[str, str] = {}
+        if isinstance(request, CallToolRequest):
+            if not self._tools.listed:
+                await self.list_tools(refresh=True)
+            header_map = self._tools.header_map(request.params.name)
+        return request_headers(request, header_map)

@@ -1,0 +1,105 @@
+"""One request's wire details: the `Mcp-*` headers, reply decoding, progress routing."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Protocol, TypeAlias
+
+from mrtr.errors import ProtocolError
+from mrtr.protocol import (
+    UNSET,
+    CallToolRequest,
+    CompleteRequest,
+    DiscoverRequest,
+    GetPromptRequest,
+    ListPromptsRequest,
+    ListResourcesRequest,
+    ListResourceTemplatesRequest,
+    ListToolsRequest,
+    ProgressNotification,
+    ReadResourceRequest,
+    decode_server_message,
+    derive_headers,
+)
+
+from ._errors import UnexpectedResult
+from ._flow import FlowRequest
+from ._transport import NotificationSink
+
+__all__ = [
+    "ListRequest",
+    "ProgressHandler",
+    "Request",
+    "decode_reply",
+    "progress_sink",
+    "request_headers",
+]
+
+log = logging.getLogger("mrtr.client")
+
+Request: TypeAlias = (
+    DiscoverRequest
+    | ListToolsRequest
+    | ListPromptsRequest
+    | ListResourcesRequest
+    | ListResourceTemplatesRequest
+    | CompleteRequest
+    | FlowRequest
+)
+ListRequest: TypeAlias = (
+    ListToolsRequest | ListPromptsRequest | ListResourcesRequest | ListResourceTemplatesRequest
+)
+
+
+class ProgressHandler(Protocol):
+    """Receives `notifications/progress` for one call (`progress` increases)."""
+
+    def __call__(self, progress: float, total: float | None, message: str | None, /) -> None: ...
+
+
+
+def request_headers(request: Request, header_map: Mapping[str, str]) -> dict[str, str]:
+    """The HTTP headers mirroring `request` (`header_map` is the tool's `x-mcp-header` map)."""
+    name: str | None = None
+    arguments: Mapping[str, object] | None = None
+    if isinstance(request, CallToolRequest):
+        name = request.params.name
+        arguments = request.params.arguments or None
+    elif isinstance(request, GetPromptRequest):
+        name = request.params.name
+    elif isinstance(request, ReadResourceRequest):
+        name = request.params.uri
+    return derive_headers(
+        protocol_version=request.params.meta.protocol_version, method=request.method,
+        name=name, arguments=arguments, header_map=header_map if name is not None else {},
+    )
+
+
+def decode_reply(raw: bytes, method: str) -> object:
+    """Decode a reply; a malformed one raises UnexpectedResult (the server's fault)."""
+    try:
+        return decode_server_message(raw, method)
+    except ProtocolError as exc:  # the server's reply is malformed: a local failure
+        raise UnexpectedResult(f"invalid reply to {method}: {exc.message}") from None
+
+
+def progress_sink(request: Request, progress: ProgressHandler | None) -> NotificationSink:
+    """A sink passing this request's `notifications/progress` to `progress`."""
+    token = request.params.meta.progress_token
+
+    def sink(message: bytes) -> None:
+        if progress is None or token is UNSET:
+            return
+        try:
+            note = decode_server_message(message, request.method)
+        except ProtocolError:
+            log.debug("ignoring a malformed notification")
+            return
+        if isinstance(note, ProgressNotification) and note.params.progress_token == token:
+            p = note.params
+            progress(p.progress, None if p.total is UNSET else p.total,
+                     None if p.message is UNSET else p.message)
+
+    return sink
+

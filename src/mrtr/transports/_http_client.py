@@ -1,0 +1,112 @@
+"""Streamable HTTP client transport: one POST per request, JSON or SSE replies (httpx)."""
+
+# Design: the transport only moves bytes. It tells the final response from notifications on an
+# SSE stream by the presence of an `id` without a `method` (a framing fact, not a protocol
+# decision), and leaving the `async with stream` early, or being cancelled, closes the stream,
+# which is how Streamable HTTP cancels a request.
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import httpx
+import msgspec
+
+from mrtr.client import NotificationSink, TransportError
+from mrtr.protocol import JSON, UNSET, RequestId, SSEParser, UnsetType
+
+__all__ = ["HTTPTransport"]
+
+DEFAULT_TIMEOUT = httpx.Timeout(30.0, read=300.0)
+_ACCEPT = "application/json, text/event-stream"
+
+
+class _Peek(msgspec.Struct, frozen=True):
+    id: JSON = UNSET
+    method: JSON | UnsetType = UNSET
+
+
+_PEEK = msgspec.json.Decoder(_Peek)
+
+
+def is_response(message: bytes) -> bool:
+    """True for a JSON-RPC response (an `id` and no `method`); False for anything else."""
+    try:
+        peek = _PEEK.decode(message)
+    except msgspec.DecodeError:
+        return False
+    return peek.id is not UNSET and peek.method is UNSET
+
+
+class HTTPTransport:
+    """POST each request to `url` (the one MCP endpoint).
+
+    `headers` are added to every request (e.g. Authorization); `transport` is an httpx
+    transport for the client this creates (e.g. `httpx.ASGITransport(app)` in tests); or pass
+    your own `client` (it is then not closed by `aclose`).
+    """
+
+    sends_headers = True
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.url = url
+        self._extra = dict(headers or {})
+        self._owned = client is None
+        self._client = client or httpx.AsyncClient(timeout=timeout, transport=transport)
+
+    async def request(
+        self,
+        message: bytes,
+        *,
+        request_id: RequestId,
+        headers: Mapping[str, str],
+        notify: NotificationSink,
+    ) -> bytes:
+        """POST `message`; return the JSON-RPC response, routing SSE notifications to `notify`."""
+        all_headers = {
+            **self._extra,
+            **headers,
+            "Accept": _ACCEPT,
+            "Content-Type": "application/json",
+        }
+        try:
+            async with self._client.stream(
+                "POST", self.url, content=message, headers=all_headers
+            ) as reply:
+                kind = reply.headers.get("content-type", "").split(";")[0].strip().lower()
+                if kind == "text/event-stream":
+                    return await _read_stream(reply, notify)
+                body = await reply.aread()
+                if kind == "application/json" or (body[:1] == b"{" and reply.status_code < 500):
+                    return body
+                raise TransportError(
+                    f"HTTP {reply.status_code} from {self.url}: not an MCP reply "
+                    f"({kind or 'no content type'})"
+                )
+        except httpx.HTTPError as exc:
+            raise TransportError(f"HTTP request to {self.url} failed: {exc}") from exc
+
+    async def aclose(self) -> None:
+        """Close the httpx client if this transport created it."""
+        if self._owned:
+            await self._client.aclose()
+
+
+async def _read_stream(reply: httpx.Response, notify: NotificationSink) -> bytes:
+    parser = SSEParser()
+    async for chunk in reply.aiter_bytes():
+        for event in parser.feed(chunk):
+            if event.event != "message" or not event.data:
+                continue
+            data = event.data.encode("utf-8")
+            if is_response(data):
+                return data
+            notify(data)
+    raise TransportError("the SSE stream ended before the response")

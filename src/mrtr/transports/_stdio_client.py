@@ -1,0 +1,177 @@
+"""stdio client transport: run the server as a subprocess, newline-delimited JSON-RPC."""
+
+# Design: one reader task routes each line by `id` to the waiting request, so requests run
+# concurrently; notifications (no id) go to every in-flight request's sink, and the client keeps
+# the ones that are its own (progress tokens). Cancelling a waiting request sends
+# `notifications/cancelled`, the stdio way to cancel (spec: transports/stdio).
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+from collections.abc import Mapping, Sequence
+
+import msgspec
+
+from mrtr.client import NotificationSink, TransportError
+from mrtr.protocol import (
+    JSON,
+    UNSET,
+    CancelledNotification,
+    CancelledNotificationParams,
+    LineFramer,
+    RequestId,
+    UnsetType,
+    encode_line,
+    encode_message,
+)
+
+__all__ = ["StdioTransport"]
+
+
+class _Peek(msgspec.Struct, frozen=True):
+    id: JSON = UNSET
+    method: JSON | UnsetType = UNSET
+
+
+_PEEK = msgspec.json.Decoder(_Peek)
+_Waiter = tuple["asyncio.Future[bytes]", NotificationSink]
+
+
+class StdioTransport:
+    """Spawn `command` (a list, or a string split like a shell would) on first use.
+
+    `stderr` is passed to the subprocess (None inherits ours; `subprocess.DEVNULL` hides the
+    server's log). Shutdown closes stdin, waits `shutdown_timeout` seconds, then sends SIGTERM,
+    then SIGKILL.
+    """
+
+    sends_headers = False
+
+    def __init__(
+        self,
+        command: Sequence[str] | str,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stderr: int | None = None,
+        shutdown_timeout: float = 2.0,
+    ) -> None:
+        self.argv = shlex.split(command) if isinstance(command, str) else list(command)
+        self._env = dict(env) if env is not None else None
+        self._cwd = cwd
+        self._stderr = stderr
+        self._shutdown_timeout = shutdown_timeout
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._waiting: dict[RequestId, _Waiter] = {}
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    async def request(
+        self,
+        message: bytes,
+        *,
+        request_id: RequestId,
+        headers: Mapping[str, str],
+        notify: NotificationSink,
+    ) -> bytes:
+        """Write `message` as one line; wait for the line answering `request_id`."""
+        proc = await self._ensure_started()
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = (future, notify)
+        try:
+            await self._write(proc, message)
+            return await future
+        except asyncio.CancelledError:
+            if future.cancelled():  # no answer yet: tell the server to stop
+                await self._cancel_remote(proc, request_id)
+            raise
+        finally:
+            self._waiting.pop(request_id, None)
+
+    async def aclose(self) -> None:
+        """Close stdin, wait, then SIGTERM, then SIGKILL."""
+        self._closed = True
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+            for stop in (None, proc.terminate, proc.kill):
+                if stop is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        stop()
+                try:
+                    await asyncio.wait_for(proc.wait(), self._shutdown_timeout)
+                    break
+                except TimeoutError:
+                    continue
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+
+    async def _ensure_started(self) -> asyncio.subprocess.Process:
+        async with self._lock:
+            if self._closed:
+                raise TransportError("the transport is closed")
+            if self._proc is None:
+                try:
+                    self._proc = await asyncio.create_subprocess_exec(
+                        *self.argv, stdin=asyncio.subprocess.PIPE,
+                        stdout=asyncio.subprocess.PIPE, stderr=self._stderr,
+                        env=self._env, cwd=self._cwd,
+                    )
+                except OSError as exc:
+                    raise TransportError(f"cannot start {self.argv[:1]}: {exc}") from exc
+                self._reader = asyncio.create_task(self._read(self._proc))
+            if self._proc.returncode is not None:
+                raise TransportError(f"the server exited with code {self._proc.returncode}")
+            return self._proc
+
+    async def _write(self, proc: asyncio.subprocess.Process, message: bytes) -> None:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(encode_line(message))
+            await proc.stdin.drain()
+        except (ConnectionError, OSError) as exc:
+            raise TransportError(f"cannot write to the server: {exc}") from exc
+
+    async def _cancel_remote(self, proc: asyncio.subprocess.Process, request_id: RequestId) -> None:
+        note = CancelledNotification(params=CancelledNotificationParams(request_id=request_id))
+        with contextlib.suppress(TransportError):
+            await self._write(proc, encode_message(note))
+
+    async def _read(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        framer = LineFramer()
+        try:
+            while chunk := await proc.stdout.read(65536):
+                for line in framer.feed(chunk):
+                    self._route(line)
+            for line in framer.close():
+                self._route(line)
+        except ValueError as exc:  # FrameTooLarge
+            self._fail(TransportError(f"bad output from the server: {exc}"))
+            return
+        await proc.wait()
+        self._fail(TransportError(f"the server exited with code {proc.returncode}"))
+
+    def _route(self, line: bytes) -> None:
+        try:
+            peek = _PEEK.decode(line)
+        except msgspec.DecodeError:
+            return  # not JSON-RPC: stdout must carry only MCP messages, so skip it
+        if peek.method is UNSET:
+            waiter = self._waiting.get(peek.id) if isinstance(peek.id, str | int) else None
+            if waiter is not None and not waiter[0].done():
+                waiter[0].set_result(line)
+        elif peek.id is UNSET:
+            for _, notify in list(self._waiting.values()):
+                notify(line)
+
+    def _fail(self, error: TransportError) -> None:
+        for future, _ in self._waiting.values():
+            if not future.done():
+                future.set_exception(error)

@@ -1,0 +1,384 @@
+"""Context: the ask API across rounds (validation, re-asks, settled keys, declines, capability
+gates, fallbacks, once, gather), progress and logging."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import pytest
+from msgspec import Meta
+
+from mrtr import Context, Elicited, Form, Server
+from mrtr.protocol import TextContent, Tool
+from mrtr.testing import ANSWER_CANCEL, ANSWER_DECLINE, then
+from tests.server.wire import WireClient
+
+app = Server("ctx", version="1.0.0")
+calls: Counter[str] = Counter()
+
+
+class Boxes(Form):
+    boxes: Annotated[int, Meta(ge=1, le=5)]
+
+
+class Name(Form):
+    name: str
+
+
+@app.tool()
+async def count_boxes(ctx: Context) -> str:
+    return f"{(await ctx.elicit('How many boxes?', Boxes, key='boxes')).boxes} boxes"
+
+
+@app.tool()
+async def two_steps(ctx: Context) -> str:
+    first = await ctx.elicit("First?", Name, key="a")
+    second = await ctx.elicit("Second?", Name, key="b")
+    return f"{first.name}+{second.name}"
+
+
+@app.tool()
+async def full_outcome(ctx: Context) -> str:
+    answer: Elicited[Name] = await ctx.elicit("Name?", Name, key="n", outcome=True)
+    return f"{answer.action}:{answer.value.name if answer.value else None}"
+
+
+@app.tool()
+async def confirm_it(ctx: Context) -> str:
+    return "yes" if await ctx.confirm("Sure?", key="ok") else "no"
+
+
+@app.tool()
+async def visit(ctx: Context) -> str:
+    await ctx.elicit_url("Sign in", "https://example.com/auth", key="auth")
+    return "signed in"
+
+
+@app.tool()
+async def sample_plain(ctx: Context) -> str:
+    reply = await ctx.sample("hi", max_tokens=5, key="s")
+    return reply.content.text if isinstance(reply.content, TextContent) else "?"
+
+
+@app.tool()
+async def sample_tools(ctx: Context) -> str:
+    tool = Tool(name="lookup", input_schema={"type": "object"})
+    reply = await ctx.sample("hi", max_tokens=5, tools=[tool], key="s")
+    return str(reply.model)
+
+
+@app.tool()
+async def strict_roots(ctx: Context) -> str:
+    return str(len(await ctx.roots(key="r")))
+
+
+@app.tool()
+async def lenient_roots(ctx: Context) -> str:
+    return f"{len(await ctx.roots(key='r', fallback=[]))} roots"
+
+
+@app.tool()
+async def with_once(ctx: Context) -> str:
+    ticket = await ctx.once("ticket", lambda: calls.update(["once"]) or f"T-{sum(calls.values())}")
+    first = await ctx.elicit("First?", Name, key="a")
+    second = await ctx.elicit("Second?", Name, key="b")
+    again = await ctx.once("ticket", lambda: "never")
+    assert again == ticket
+    return f"{ticket} {first.name} {second.name}"
+
+
+@app.tool()
+async def gathered(ctx: Context) -> str:
+    name, ok, roots = await ctx.gather(
+        ctx.elicit("Name?", Name, key="name"), ctx.confirm("OK?", key="ok"),
+        ctx.roots(key="roots"))
+    return f"{name.name} {ok} {len(roots)}"
+
+
+@app.tool()
+async def derived_keys(ctx: Context) -> str:
+    first = await ctx.elicit("First?", Name)
+    second = await ctx.confirm("Second?")
+    return f"{first.name} {second}"
+
+
+@app.tool()
+async def progress(ctx: Context) -> str:
+    for value in (0, 50, 50, 25, 100):
+        await ctx.report_progress(value, 100)
+    return "done"
+
+
+@app.tool()
+async def chatty(ctx: Context) -> str:
+    for level in ("debug", "info", "warning", "error"):
+        await ctx.log(level, {"level": level}, logger="t")
+    return "done"
+
+
+@app.tool()
+async def who(ctx: Context) -> str:
+    info = ctx.client_info
+    return f"{ctx.principal} {info.name if info else None} {ctx.round} {ctx.request_id!r}"
+
+
+@pytest.fixture()
+def client() -> Iterator[WireClient]:
+    calls.clear()
+    with WireClient(app) as c:
+        yield c
+
+
+def accept(name: str) -> dict[str, Any]:
+    return {"action": "accept", "content": {"name": name}}
+
+
+def prompt_of(flow: Any, round_no: int, key: str) -> str:
+    return str(flow.asked(round_no)[key]["params"]["message"])
+
+
+# -- validation and re-asks ----------------------------------------------------------------------
+def test_invalid_answer_is_reasked_with_the_problem(client: WireClient) -> None:
+    flow = client.call_tool("count_boxes", answers={"boxes": then({"boxes": 9}, {"boxes": 3})})
+    assert flow.rounds == 3 and flow.text == "3 boxes"
+    assert prompt_of(flow, 1, "boxes") == "How many boxes?"
+    reask = prompt_of(flow, 2, "boxes")
+    assert reask.endswith("How many boxes?") and reask != "How many boxes?"
+    assert "5" in reask  # the validation message names the bound
+
+
+def test_malformed_answer_is_reasked_not_raised(client: WireClient) -> None:
+    flow = client.call_tool("count_boxes",
+                            answers={"boxes": then({"action": "accept", "content": "x"},
+                                                   {"boxes": 2})})
+    assert flow.text == "2 boxes" and "malformed" in prompt_of(flow, 2, "boxes")
+
+
+def test_missing_answer_is_asked_again(client: WireClient) -> None:
+    first = client.request("tools/call", {"name": "two_steps", "arguments": {}})
+    again = client.request("tools/call", {"name": "two_steps", "arguments": {},
+                                          "requestState": first["requestState"],
+                                          "inputResponses": {}})
+    assert set(again["inputRequests"]) == {"a"}
+
+
+def test_unknown_keys_are_ignored(client: WireClient) -> None:
+    flow = client.call_tool("two_steps", answers={"a": {"name": "x"}, "b": {"name": "y"}})
+    reply = client.send("tools/call", {
+        "name": "two_steps", "arguments": {}, "requestState": flow.replies[0]["result"][
+            "requestState"],
+        "inputResponses": {"a": {"action": "accept", "content": {"name": "x"}},
+                           "zzz": {"action": "accept", "content": {}}}})
+    assert set(reply["result"]["inputRequests"]) == {"b"}
+
+
+def test_a_settled_key_cannot_be_reanswered(client: WireClient) -> None:
+    r1 = client.request("tools/call", {"name": "two_steps", "arguments": {}})
+    r2 = client.request("tools/call", {"name": "two_steps", "arguments": {},
+                                       "requestState": r1["requestState"],
+                                       "inputResponses": {"a": accept("first")}})
+    assert set(r2["inputRequests"]) == {"b"}
+    r3 = client.request("tools/call", {"name": "two_steps", "arguments": {},
+                                       "requestState": r2["requestState"],
+                                       "inputResponses": {"a": accept("forged"),
+                                                          "b": accept("second")}})
+    assert r3["content"][0]["text"] == "first+second"
+
+
+def test_a_later_key_answered_early_is_only_taken_when_asked(client: WireClient) -> None:
+    r1 = client.request("tools/call", {"name": "two_steps", "arguments": {}})
+    r2 = client.request("tools/call", {"name": "two_steps", "arguments": {},
+                                       "requestState": r1["requestState"],
+                                       "inputResponses": {"b": accept("early")}})
+    assert set(r2["inputRequests"]) == {"a"}
+
+
+def test_first_round_may_answer_any_key(client: WireClient) -> None:
+    result = client.request("tools/call", {"name": "two_steps", "arguments": {},
+                                           "inputResponses": {"a": accept("p"),
+                                                              "b": accept("q")}})
+    assert result["content"][0]["text"] == "p+q"
+
+
+# -- decline, cancel, confirm --------------------------------------------------------------------
+@pytest.mark.parametrize(("answer", "verb"), [(ANSWER_DECLINE, "declined"),
+                                              (ANSWER_CANCEL, "cancelled")])
+def test_decline_is_a_clear_error_result(client: WireClient, answer: Any, verb: str) -> None:
+    flow = client.call_tool("count_boxes", answers={"boxes": answer})
+    assert flow.result["isError"] is True
+    assert flow.text == f"The user {verb} the request: How many boxes?"
+
+
+@pytest.mark.parametrize(("answer", "text"), [({"name": "Ann"}, "accept:Ann"),
+                                              (ANSWER_DECLINE, "decline:None"),
+                                              (ANSWER_CANCEL, "cancel:None")])
+def test_outcome_true_gives_the_full_outcome(client: WireClient, answer: Any, text: str) -> None:
+    flow = client.call_tool("full_outcome", answers={"n": answer})
+    assert flow.text == text and not flow.result.get("isError")
+
+
+@pytest.mark.parametrize(("answer", "text"), [(True, "yes"), (False, "no"),
+                                              (ANSWER_DECLINE, "no"), (ANSWER_CANCEL, "no")])
+def test_confirm(client: WireClient, answer: Any, text: str) -> None:
+    flow = client.call_tool("confirm_it", answers={"ok": answer})
+    assert flow.text == text
+    schema = flow.asked(1)["ok"]["params"]["requestedSchema"]
+    assert schema["properties"]["confirm"]["type"] == "boolean"
+
+
+def test_url_elicitation(client: WireClient) -> None:
+    flow = client.call_tool("visit", answers={"auth": {}})
+    assert flow.asked(1)["auth"]["params"] == {"mode": "url", "message": "Sign in",
+                                               "url": "https://example.com/auth"}
+    assert flow.text == "signed in"
+
+
+# -- capability gates ------------------------------------------------------------------------------
+GATES = [
+    ("count_boxes", {"sampling": {}}, {"elicitation": {"form": {}}}),
+    ("count_boxes", {"elicitation": {"url": {}}}, {"elicitation": {"form": {}}}),
+    ("visit", {"elicitation": {}}, {"elicitation": {"url": {}}}),
+    ("visit", {"elicitation": {"form": {}}}, {"elicitation": {"url": {}}}),
+    ("sample_plain", {"elicitation": {}}, {"sampling": {}}),
+    ("sample_tools", {"sampling": {}}, {"sampling": {"tools": {}}}),
+    ("strict_roots", {"sampling": {}}, {"roots": {}}),
+]
+
+
+@pytest.mark.parametrize(("tool", "caps", "needed"), GATES)
+def test_capability_gate(tool: str, caps: dict[str, Any], needed: dict[str, Any]) -> None:
+    with WireClient(app, capabilities=caps) as client:
+        reply = client.send("tools/call", {"name": tool, "arguments": {}})
+    assert reply["error"]["code"] == -32021
+    assert reply["error"]["data"] == {"requiredCapabilities": needed}
+
+
+@pytest.mark.parametrize(("tool", "caps"), [
+    ("count_boxes", {"elicitation": {}}), ("count_boxes", {"elicitation": {"form": {}}}),
+    ("visit", {"elicitation": {"url": {}}}), ("sample_plain", {"sampling": {}}),
+    ("sample_tools", {"sampling": {"tools": {}}}), ("strict_roots", {"roots": {}}),
+])
+def test_declared_capability_passes(tool: str, caps: dict[str, Any]) -> None:
+    with WireClient(app, capabilities=caps) as client:
+        result = client.request("tools/call", {"name": tool, "arguments": {}})
+    assert result["resultType"] == "input_required"
+
+
+def test_capabilities_are_checked_on_every_round() -> None:
+    with WireClient(app) as client:
+        first = client.request("tools/call", {"name": "two_steps", "arguments": {}})
+        client.capabilities = {"sampling": {}}
+        reply = client.send("tools/call", {
+            "name": "two_steps", "arguments": {}, "requestState": first["requestState"],
+            "inputResponses": {"a": {"action": "accept", "content": {"name": "x"}}}})
+    assert reply["error"]["code"] == -32021
+
+
+def test_fallback_when_capability_missing() -> None:
+    with WireClient(app, capabilities={}) as client:
+        result = client.request("tools/call", {"name": "lenient_roots", "arguments": {}})
+    assert result["content"][0]["text"] == "0 roots"
+
+
+def test_fallback_not_used_when_capability_present(client: WireClient) -> None:
+    flow = client.call_tool("lenient_roots", answers={"r": ["file:///a", "file:///b"]})
+    assert flow.rounds == 2 and flow.text == "2 roots"
+
+
+# -- once, gather, keys ----------------------------------------------------------------------------
+def test_once_runs_once_per_flow(client: WireClient) -> None:
+    flow = client.call_tool("with_once", answers={"a": {"name": "x"}, "b": {"name": "y"}})
+    assert flow.rounds == 3 and calls["once"] == 1
+    assert flow.text == "T-1 x y"
+    client.call_tool("with_once", answers={"a": {"name": "x"}, "b": {"name": "y"}})
+    assert calls["once"] == 2  # a new flow runs it again
+
+
+def test_gather_sends_all_asks_in_one_round(client: WireClient) -> None:
+    flow = client.call_tool("gathered", answers={"name": {"name": "N"}, "ok": True,
+                                                 "roots": ["file:///r"]})
+    assert flow.rounds == 2 and set(flow.asked(1)) == {"name", "ok", "roots"}
+    assert flow.text == "N True 1"
+
+
+def test_gather_asks_only_what_is_missing(client: WireClient) -> None:
+    r1 = client.request("tools/call", {"name": "gathered", "arguments": {}})
+    r2 = client.request("tools/call", {
+        "name": "gathered", "arguments": {}, "requestState": r1["requestState"],
+        "inputResponses": {"ok": {"action": "accept", "content": {"confirm": True}}}})
+    assert set(r2["inputRequests"]) == {"name", "roots"}
+
+
+def test_derived_keys_are_stable_across_rounds(client: WireClient) -> None:
+    flow = client.call_tool("derived_keys", answers={"elicit-1": {"name": "z"}, "confirm-2": True})
+    assert list(flow.asked(1)) == ["elicit-1"] and list(flow.asked(2)) == ["confirm-2"]
+    assert flow.text == "z True"
+
+
+# -- progress, logging, identity -------------------------------------------------------------------
+def test_progress_only_with_a_token_and_increasing(client: WireClient) -> None:
+    client.request("tools/call", {"name": "progress", "arguments": {}})
+    assert client.notifications == []
+    client.request("tools/call", {"name": "progress", "arguments": {},
+                                  "_meta": client.meta(progressToken="p-1")})
+    sent = [n["params"] for n in client.notifications]
+    assert [n["progress"] for n in sent] == [0, 50, 100]
+    assert {n["progressToken"] for n in sent} == {"p-1"}
+    assert all(n["method"] == "notifications/progress" for n in client.notifications)
+
+
+def test_log_only_when_level_set_and_at_or_above(client: WireClient) -> None:
+    client.request("tools/call", {"name": "chatty", "arguments": {}})
+    assert client.notifications == []
+    level = "io.modelcontextprotocol/logLevel"
+    client.request("tools/call", {"name": "chatty", "arguments": {},
+                                  "_meta": client.meta(**{level: "warning"})})
+    assert [n["params"]["level"] for n in client.notifications] == ["warning", "error"]
+    assert client.notifications[0]["params"] == {"level": "warning", "logger": "t",
+                                                 "data": {"level": "warning"}}
+
+
+def test_identity_and_round() -> None:
+    with WireClient(app, principal="sub:7") as client:
+        text = client.request("tools/call", {"name": "who", "arguments": {}})["content"][0]["text"]
+    assert text == "sub:7 mrtr-testclient 1 1"
+
+
+class Slot(Form):
+    slot: str
+
+    def __post_init__(self) -> None:
+        if self.slot in TAKEN:
+            raise ValueError(f"slot {self.slot} is taken")
+
+
+TAKEN: set[str] = set()
+
+
+@app.tool()
+async def reserve(ctx: Context) -> str:
+    slot = await ctx.elicit("Slot?", Slot, key="slot")
+    ok = await ctx.confirm(f"Reserve {slot.slot}?", key="ok")
+    return f"{slot.slot} {ok}"
+
+
+def test_journaled_answer_that_became_invalid_is_asked_again(client: WireClient) -> None:
+    TAKEN.clear()
+    r1 = client.request("tools/call", {"name": "reserve", "arguments": {}})
+    r2 = client.request("tools/call", {
+        "name": "reserve", "arguments": {}, "requestState": r1["requestState"],
+        "inputResponses": {"slot": {"action": "accept", "content": {"slot": "9am"}}}})
+    assert set(r2["inputRequests"]) == {"ok"}
+    TAKEN.add("9am")  # e.g. a rolling upgrade tightened the validation
+    r3 = client.request("tools/call", {
+        "name": "reserve", "arguments": {}, "requestState": r2["requestState"],
+        "inputResponses": {"ok": {"action": "accept", "content": {"confirm": True}}}})
+    assert set(r3["inputRequests"]) == {"slot"}
+    assert "taken" in r3["inputRequests"]["slot"]["params"]["message"]
+    r4 = client.request("tools/call", {
+        "name": "reserve", "arguments": {}, "requestState": r3["requestState"],
+        "inputResponses": {"slot": {"action": "accept", "content": {"slot": "10am"}}}})
+    assert set(r4["inputRequests"]) == {"ok"}  # never reached last round: asked now
+    assert r4["inputRequests"]["ok"]["params"]["message"] == "Reserve 10am?"

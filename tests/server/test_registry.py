@@ -1,0 +1,143 @@
+"""Server: decorators build the wire Tool/Prompt/Resource objects once, at registration."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from mrtr import Context, Server
+from mrtr.protocol import Resource, ResourceTemplate, ToolAnnotations
+from mrtr.server import CachePolicy
+
+
+class Quote(msgspec.Struct):
+    price: int
+
+
+def test_tool_registration() -> None:
+    app = Server("r")
+
+    @app.tool(title="Add", annotations=ToolAnnotations(read_only_hint=True))
+    async def add(ctx: Context, a: int, b: int = 2) -> int:
+        """Add two numbers.
+
+        Details that stay out of the description.
+        """
+        return a + b
+
+    entry = app.tables.tools["add"]
+    assert entry.wants_ctx and entry.tool.description == "Add two numbers."
+    assert entry.tool.title == "Add"
+    schema = entry.tool.input_schema
+    assert schema["required"] == ["a"] and "ctx" not in schema["properties"]
+    assert entry.tool.output_schema is msgspec.UNSET
+
+
+def test_context_found_by_annotation_or_name() -> None:
+    app = Server("r")
+
+    @app.tool()
+    async def by_type(c: Context) -> str:
+        return ""
+
+    @app.tool()
+    def plain(x: str) -> str:
+        return x
+
+    assert app.tables.tools["by_type"].wants_ctx
+    assert not app.tables.tools["plain"].wants_ctx
+    assert app.tables.tools["plain"].tool.description == "plain"
+
+
+def test_structured_output_schema() -> None:
+    app = Server("r")
+
+    @app.tool("quote")
+    async def make_quote() -> Quote:
+        return Quote(price=3)
+
+    assert app.tables.tools["quote"].tool.output_schema["properties"] == {  # type: ignore[index]
+        "price": {"type": "integer"}}
+
+
+def test_verbatim_input_schema() -> None:
+    app = Server("r")
+    schema: dict[str, object] = {"type": "object", "properties": {"q": {"type": "string"}}}
+
+    @app.tool(input_schema=schema, description="Raw.")
+    async def raw(q: str) -> str:
+        return q
+
+    assert app.tables.tools["raw"].tool.input_schema == schema
+
+
+@pytest.mark.parametrize("name", ["", "has space", "x" * 129, "slash/y"])
+def test_bad_tool_names_are_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="must match"):
+        Server("r").tool(name)(lambda: None)
+
+
+def test_prompt_arguments() -> None:
+    app = Server("r")
+
+    @app.prompt(title="Greet")
+    async def greet(ctx: Context, name: str, tone: str = "warm") -> str:
+        return name
+
+    entry = app.tables.prompts["greet"]
+    assert entry.required == ("name",)
+    assert [(a.name, a.required) for a in entry.prompt.arguments] == [  # type: ignore[union-attr]
+        ("name", True), ("tone", False)]
+
+
+def test_resources_and_templates() -> None:
+    app = Server("r")
+
+    @app.resource("mem://static", mime_type="text/plain")
+    def static() -> str:
+        return "s"
+
+    @app.resource("mem://items/{kind}/{id}", name="item")
+    def item(kind: str, id: str) -> str:
+        return id
+
+    assert isinstance(app.tables.resources["mem://static"].resource, Resource)
+    template = app.tables.templates["mem://items/{kind}/{id}"].resource
+    assert isinstance(template, ResourceTemplate) and template.name == "item"
+    found = app.match_template("mem://items/book/42")
+    assert found is not None and found[1] == {"kind": "book", "id": "42"}
+    assert app.match_template("mem://items/book/42/more") is None
+    assert app.match_template("mem://items/a.b/1") is not None
+    assert app.match_template("mem://other") is None
+
+
+def test_template_literal_parts_are_escaped() -> None:
+    app = Server("r")
+
+    @app.resource("mem://a.b/{x}")
+    def t(x: str) -> str:
+        return x
+
+    assert app.match_template("mem://aXb/1") is None
+
+
+def test_completion_needs_exactly_one_ref() -> None:
+    with pytest.raises(ValueError):
+        Server("r").completion()
+    with pytest.raises(ValueError):
+        Server("r").completion(prompt="p", resource_template="t")
+
+
+def test_decorators_return_the_function() -> None:
+    app = Server("r")
+
+    async def fn() -> str:
+        return ""
+
+    assert app.tool()(fn) is fn and app.prompt()(fn) is fn and app.resource("mem://x")(fn) is fn
+
+
+def test_defaults() -> None:
+    app = Server("r")
+    assert (app.version, app.page_size, app.cache) == ("0.0.0", 100, CachePolicy())
+    assert CachePolicy().scope in ("public", "private") and CachePolicy().ttl_ms >= 0

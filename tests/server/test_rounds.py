@@ -1,0 +1,207 @@
+"""RoundEngine and guard style: suspend into a sealed state, reopen it, cap the rounds."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import pytest
+
+from mrtr import Context, Form, Server
+from mrtr.errors import InvalidParams, InvalidRequestState
+from mrtr.protocol import (
+    UNSET,
+    ElicitRequest,
+    ElicitRequestParams,
+    InputRequiredResult,
+    RequestMeta,
+)
+from mrtr.server import Binding, InputRequired, Peer, Sealer
+from mrtr.server._journal import FlowState, decode_flow
+from mrtr.server._rounds import RoundEngine
+from mrtr.server._sealing import digest_arguments
+from mrtr.testing import Clock
+from tests.server.wire import FROZEN_STATE_ERROR, WireClient
+
+app = Server("rounds", version="1.0.0")
+calls: Counter[str] = Counter()
+
+
+class Name(Form):
+    name: str
+
+
+@app.tool()
+async def guard(ctx: Context) -> object:
+    """Guard style: ask, carry state, read the raw responses next round."""
+    calls["guard"] += 1
+    if ctx.round == 1:
+        return InputRequired(asks={"who": ctx.elicit("Who?", Name, key="who")},
+                             state={"step": 1, "items": [1, 2]})
+    answer = ctx.input_responses.get("who")
+    assert isinstance(answer, dict)
+    return f"{answer['content']['name']} state={ctx.state}"
+
+
+@app.tool()
+async def guard_raw(ctx: Context) -> object:
+    """Guard style with a raw InputRequest and a state-only round."""
+    if ctx.round == 1:
+        return InputRequired(state="shed")  # request-state-only: retry immediately
+    if ctx.round == 2:
+        params = ElicitRequestParams(mode="url", message="Go", url="https://x.example")
+        return InputRequired(asks={"go": ElicitRequest(params=params)}, state=ctx.state)
+    return f"round {ctx.round} {ctx.state}"
+
+
+@app.tool()
+async def forever(ctx: Context) -> object:
+    return InputRequired(asks={f"k{ctx.round}": ctx.confirm("again?", key=f"k{ctx.round}")})
+
+
+@app.prompt()
+async def guarded_prompt(ctx: Context) -> object:
+    if ctx.state is None:
+        return InputRequired(asks={"c": ctx.confirm("OK?", key="c")}, state="p")
+    return f"prompt {ctx.state}"
+
+
+@pytest.fixture()
+def client() -> Iterator[WireClient]:
+    calls.clear()
+    with WireClient(app) as c:
+        yield c
+
+
+def test_guard_style_round_trip(client: WireClient) -> None:
+    flow = client.call_tool("guard", answers={"who": {"name": "Ann"}})
+    assert flow.rounds == 2 and calls["guard"] == 2
+    assert flow.text == "Ann state={'step': 1, 'items': [1, 2]}"
+    assert flow.replies[0]["result"]["requestState"].startswith("v1.")
+
+
+def test_guard_state_is_sealed(client: WireClient) -> None:
+    first = client.request("tools/call", {"name": "guard", "arguments": {}})
+    assert "step" not in first["requestState"]
+    reply = client.send("tools/call", {"name": "guard", "arguments": {},
+                                       "requestState": first["requestState"][:-2] + "AA",
+                                       "inputResponses": {}})
+    assert reply["error"] == FROZEN_STATE_ERROR
+
+
+def test_request_state_only_round_and_raw_requests(client: WireClient) -> None:
+    first = client.request("tools/call", {"name": "guard_raw", "arguments": {}})
+    assert "inputRequests" not in first and first["requestState"]
+    flow = client.call_tool("guard_raw", answers={"go": {}})
+    assert flow.rounds == 3
+    assert flow.asked(2)["go"]["params"]["mode"] == "url"
+    assert flow.text == "round 3 shed"
+
+
+def test_guard_asks_are_capability_checked() -> None:
+    with WireClient(app, capabilities={"elicitation": {"form": {}}}) as client:
+        first = client.request("tools/call", {"name": "guard_raw", "arguments": {}})
+        reply = client.send("tools/call", {"name": "guard_raw", "arguments": {},
+                                           "requestState": first["requestState"]})
+    assert reply["error"]["data"] == {"requiredCapabilities": {"elicitation": {"url": {}}}}
+
+
+def test_guard_style_in_prompts(client: WireClient) -> None:
+    flow = client.get_prompt("guarded_prompt", answers={"c": True})
+    assert flow.result["messages"][0]["content"]["text"] == "prompt p"
+
+
+def test_max_rounds_cap() -> None:
+    with WireClient(app, max_rounds=3) as client:
+        flow = client.call_tool("forever", answers={f"k{i}": True for i in range(1, 10)},
+                                max_rounds=10)
+    assert flow.rounds == 4
+    error = flow.replies[-1]["error"]
+    assert error["code"] == -32602 and "3" in error["message"]
+
+
+# -- the engine on its own -------------------------------------------------------------------------
+META = msgspec.convert({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}},
+                       RequestMeta)
+BINDING = Binding(method="tools/call", target="t", arguments_digest=digest_arguments({}),
+                  principal=None)
+
+
+def make_engine(clock: Clock | None = None) -> tuple[RoundEngine, Sealer]:
+    sealer = Sealer(keys=[b"e" * 32], audience="a", clock=clock or Clock())
+    return RoundEngine(sealer, max_rounds=4, random=lambda n: b"\x01" * n), sealer
+
+
+def context(flow: FlowState, responses: dict[str, Any] | None = None) -> Context:
+    return Context(request_id=1, meta=META, peer=Peer(), flow=flow,
+                   input_responses=responses or {})
+
+
+def test_open_without_state_starts_a_flow() -> None:
+    engine, _ = make_engine()
+    flow, deadline = engine.open(UNSET, lambda: pytest.fail("no binding needed"))
+    assert flow == FlowState() and deadline is None
+
+
+def test_suspend_seals_journal_and_pending() -> None:
+    engine, sealer = make_engine()
+
+    async def handler(ctx: Context) -> str:
+        first = await ctx.confirm("a?", key="a")
+        await ctx.gather(ctx.confirm("b?", key="b"), ctx.confirm("c?", key="c"))
+        return str(first)
+
+    flow = FlowState()
+    ctx = context(flow, {"a": {"action": "accept", "content": {"confirm": True}}})
+    out = asyncio.run(engine.run(handler, ctx, flow, lambda: BINDING, None))
+    assert isinstance(out, InputRequiredResult)
+    assert out.input_requests is not UNSET and sorted(out.input_requests) == ["b", "c"]
+    body = decode_flow(sealer.unseal(str(out.request_state), BINDING).body)
+    assert body.round == 1 and body.pending == ["b", "c"] and body.flow == "01" * 12
+    assert list(body.journal) == ["a"]
+    reopened, deadline = engine.open(out.request_state, lambda: BINDING)
+    assert reopened == body and deadline is not None
+
+
+def test_open_rejects_a_foreign_binding() -> None:
+    engine, sealer = make_engine()
+    token = sealer.seal(b"\x90", BINDING)
+    other = Binding(method="tools/call", target="u", arguments_digest=digest_arguments({}),
+                    principal=None)
+    with pytest.raises(InvalidRequestState):
+        engine.open(token, lambda: other)
+
+
+def test_open_rejects_an_undecodable_journal() -> None:
+    engine, sealer = make_engine()
+    with pytest.raises(InvalidRequestState):
+        engine.open(sealer.seal(b"not msgpack \xc1", BINDING), lambda: BINDING)
+
+
+def test_open_caps_rounds() -> None:
+    engine, sealer = make_engine()
+    from mrtr.server._journal import encode_flow
+    token = sealer.seal(encode_flow(FlowState(flow="f", round=4)), BINDING)
+    with pytest.raises(InvalidParams, match="limit 4"):
+        engine.open(token, lambda: BINDING)
+
+
+def test_flow_deadline_is_carried_not_extended() -> None:
+    clock = Clock()
+    engine, sealer = make_engine(clock)
+
+    async def handler(ctx: Context) -> object:
+        return InputRequired(state=ctx.round)
+
+    flow = FlowState()
+    first = asyncio.run(engine.run(handler, context(flow), flow, lambda: BINDING, None))
+    assert isinstance(first, InputRequiredResult)
+    opened, deadline = engine.open(first.request_state, lambda: BINDING)
+    clock.advance(100)
+    second = asyncio.run(engine.run(handler, context(opened), opened, lambda: BINDING, deadline))
+    assert isinstance(second, InputRequiredResult)
+    assert sealer.unseal(str(second.request_state), BINDING).deadline == deadline
