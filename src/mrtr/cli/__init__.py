@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from mrtr.cli import _serve_cli
+from mrtr.cli import _call, _serve_cli
 
 __all__ = ["main"]
 
@@ -15,7 +15,7 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 
 # Design: a subcommand module exposes `register(subparsers)`, which adds its parser and sets
 # `run=<callable(args) -> int>` as a default; main() only dispatches. New modules join this tuple.
-REGISTRARS: tuple[Register, ...] = (_serve_cli.register,)
+REGISTRARS: tuple[Register, ...] = (_serve_cli.register, _call.register)
 
 
 def build_parser(registrars: Sequence[Register] = REGISTRARS) -> argparse.ArgumentParser:

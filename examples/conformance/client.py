@@ -1,0 +1,150 @@
+"""The fixture client for the official MCP conformance suite, written with `mrtr.client`.
+
+The harness runs `python -m examples.conformance.client <server-url>` with
+`MCP_CONFORMANCE_SCENARIO` set; each scenario is one small coroutine below. Every call is made
+through the ordinary `Client`, so what passes here is what users get.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mrtr.client import Client, Handlers
+from mrtr.protocol import (
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    ElicitRequestParams,
+    ElicitResult,
+    Root,
+    TextContent,
+)
+from mrtr.transports._http_client import HTTPTransport
+
+log = logging.getLogger("conformance-client")
+
+
+async def accept(params: ElicitRequestParams) -> ElicitResult:
+    """Answer every form with plausible values for its fields; consent to every URL."""
+    if params.mode == "url":
+        return ElicitResult(action="accept")
+    schema = params.requested_schema if isinstance(params.requested_schema, dict) else {}
+    content: dict[str, Any] = {}
+    for name, prop in schema.get("properties", {}).items():
+        kind = prop.get("type")
+        if "enum" in prop:
+            content[name] = prop["enum"][0]
+        elif kind == "boolean":
+            content[name] = True
+        elif kind in ("integer", "number"):
+            content[name] = prop.get("minimum", 1)
+        else:
+            content[name] = "conformance"
+    return ElicitResult(action="accept", content=content)
+
+
+async def sample(params: CreateMessageRequestParams) -> CreateMessageResult:
+    return CreateMessageResult(role="assistant", content=TextContent(text="Paris"),
+                               model="conformance-model", stop_reason="endTurn")
+
+
+HANDLERS = Handlers(
+    elicitation=accept,
+    sampling=sample,
+    roots=[Root(uri="file:///tmp/conformance", name="conformance")],
+)
+
+
+async def step(what: str, action: Callable[[], Awaitable[object]]) -> object:
+    """Run one step; failures are logged, never fatal (the harness scores what it saw)."""
+    try:
+        return await action()
+    except Exception as exc:  # noqa: BLE001 - a fixture reports and goes on
+        log.warning("%s failed: %r", what, exc)
+        return None
+
+
+def _sample_arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name in schema.get("required", []):
+        prop = schema.get("properties", {}).get(name, {})
+        kind = prop.get("type")
+        values[name] = 1 if kind in ("integer", "number") else True if kind == "boolean" else "x"
+    return values
+
+
+async def tools_call(client: Client) -> None:
+    await step("list", client.list_tools)
+    await step("call", lambda: client.call_tool("add_numbers", {"a": 5, "b": 3}))
+
+
+async def request_state(client: Client) -> None:
+    await step("list", client.list_tools)
+    for name in ("test_mrtr_echo_state", "test_mrtr_unrelated", "test_mrtr_no_state",
+                 "test_mrtr_no_result_type"):
+        await step(name, lambda name=name: client.call_tool(name, {}))  # type: ignore[misc]
+
+
+async def custom_headers(client: Client) -> None:
+    await step("list", client.list_tools)
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    for call in context.get("toolCalls", []):
+        name, arguments = call.get("name"), call.get("arguments", {})
+        await step(f"call {name}", lambda n=name, a=arguments: client.call_tool(n, a))  # type: ignore[misc]
+
+
+async def schema_preservation(client: Client) -> None:
+    tools = await step("list", client.list_tools)
+    for tool in tools or []:  # type: ignore[attr-defined]
+        if tool.name == "json_schema_2020_12_tool":
+            await step("echo", lambda t=tool: client.call_tool(  # type: ignore[misc]
+                "json_schema_echo", {"schema": t.input_schema}))
+
+
+async def everything(client: Client) -> None:
+    """Exercise every method: discover, all lists, every tool, resource and prompt."""
+    await step("discover", client.discover)
+    tools = await step("list tools", client.list_tools) or []
+    for tool in tools:  # type: ignore[attr-defined]
+        arguments = _sample_arguments(tool.input_schema)
+        await step(f"call {tool.name}", lambda t=tool, a=arguments: client.call_tool(t.name, a))  # type: ignore[misc]
+    resources = await step("list resources", client.list_resources) or []
+    for resource in resources:  # type: ignore[attr-defined]
+        await step(f"read {resource.uri}", lambda r=resource: client.read_resource(r.uri))  # type: ignore[misc]
+    prompts = await step("list prompts", client.list_prompts) or []
+    for prompt in prompts:  # type: ignore[attr-defined]
+        await step(f"get {prompt.name}", lambda p=prompt: client.get_prompt(p.name, {}))  # type: ignore[misc]
+
+
+SCENARIOS: dict[str, Callable[[Client], Awaitable[None]]] = {
+    "tools_call": tools_call,
+    "sep-2322-client-request-state": request_state,
+    "http-custom-headers": custom_headers,
+    "json-schema-2020-12-preservation": schema_preservation,
+}
+
+
+async def run(url: str, scenario: str) -> None:
+    transport = HTTPTransport(url)
+    async with Client(transport, handlers=HANDLERS, timeout=30.0) as client:
+        await SCENARIOS.get(scenario, everything)(client)
+    await transport.aclose()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO)
+    if not args:
+        print("usage: python -m examples.conformance.client <server-url>", file=sys.stderr)
+        return 2
+    asyncio.run(run(args[-1], os.environ.get("MCP_CONFORMANCE_SCENARIO", "")))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
