@@ -30,7 +30,7 @@ def build_parser(registrars: Sequence[Register] = REGISTRARS) -> argparse.Argume
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `mrtr` command; returns the exit status (2 for usage errors)."""
     args = build_parser().parse_args(argv)
-    level = getattr(args, "log_level", "info").upper()
+    level = getattr(args, "log_level", "warning").upper()
     logging.basicConfig(stream=sys.stderr, level=level,
                         format="%(levelname)s %(name)s: %(message)s")
     run: Callable[[argparse.Namespace], int] = args.run
