@@ -192,7 +192,15 @@ class Dispatcher:
         needed = spec.server_capability if spec is not None else None
         if needed is None:
             return True
-        return getattr(self.capabilities(), needed) is not UNSET
+        # Per request: look at the tables directly rather than building ServerCapabilities.
+        tables = self.server.tables
+        present = {
+            "tools": tables.tools,
+            "prompts": tables.prompts,
+            "resources": tables.resources or tables.templates,
+            "completions": tables.completions,
+        }
+        return bool(present.get(needed, True))
 
     async def _discover(self, request: Message, peer: Peer, sink: object) -> DiscoverResult:
         server = self.server

@@ -5,6 +5,7 @@
 # a tool become `isError` results; inside prompts and resources they become frozen -32603 errors.
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -75,7 +76,8 @@ class Runner:
     ) -> Any:
         params = request.params
 
-        def bind() -> Binding:
+        @functools.cache
+        def bind() -> Binding:  # computed at most once per round, only when a state is involved
             digest = digest_arguments(arguments) if arguments else _EMPTY_FLOW_DIGEST
             return Binding(
                 method=request.method, target=target, arguments_digest=digest,
