@@ -16,13 +16,7 @@ from mrtr.cli._forms_tui import TerminalForms, parse_field
 from mrtr.protocol import ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult
 
 ROOT = Path(__file__).resolve().parents[2]
-# Registers the client subcommands if `mrtr.cli.main` does not yet, then dispatches like main().
-LAUNCH = (
-    "import sys; from mrtr import cli; from mrtr.cli import _call; "
-    "regs = cli.REGISTRARS if _call.register in cli.REGISTRARS "
-    "else (*cli.REGISTRARS, _call.register); "
-    "args = cli.build_parser(regs).parse_args(); sys.exit(args.run(args))"
-)
+LAUNCH = "import sys; from mrtr.cli import main; sys.exit(main())"
 SERVER = f"{sys.executable} -m mrtr.cli serve tests.cli.app:app --stdio"
 
 

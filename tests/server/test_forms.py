@@ -397,3 +397,69 @@ def test_random_valid_answers_round_trip(form: type[Form], data: st.DataObject) 
         assert _same(props[key], sent, dumped[key]), key
     assert form.validate_answer(dumped) == built
     validate_against_schema(form.requested_schema(), content)
+
+
+# --- the fast path (msgspec alone) agrees with the checker ------------------------------------
+
+
+class Plain(Form, rename="camel"):
+    """Every kind of field without a `format`: its answers take the msgspec-only fast path."""
+
+    full_name: Annotated[str, Meta(min_length=2, max_length=6)]
+    boxes: Annotated[int, Meta(ge=1, le=5)] = 1
+    height: Annotated[float, Meta(ge=0.5, le=2.5)] = 1.7
+    subscribe: bool = False
+    count: int | None
+    colour: Colour = Colour.RED
+    size: Annotated[Literal["s", "m"], Choices({"s": "Small", "m": "Medium"})] = "m"
+    toppings: Annotated[list[Literal["ham", "egg"]], Meta(min_length=1, max_length=2)] = \
+        msgspec.field(default_factory=lambda: ["ham"])
+    shades: set[Colour] = msgspec.field(default_factory=set)
+
+
+_ANY_VALUE = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 9), st.sampled_from([1.0, 3.0, 0.75, 2.4, 9.5]),
+    st.text(max_size=8), st.sampled_from(["s", "m", "red", "green", "ham", "egg", "Ann"]),
+    st.lists(st.sampled_from(["ham", "egg", "kale", "red", "green", 3]), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+_PLAIN_KEYS = ["fullName", "boxes", "height", "subscribe", "count", "colour", "size", "toppings",
+               "shades", "extra"]
+
+
+def _through_checker(form: type[Form], content: Mapping[str, object]) -> object:
+    spec = form._form_spec
+    values = spec.checker.check(content)
+    for key in spec.nullable:
+        values.setdefault(key, None)
+    try:
+        return msgspec.convert(values, form)
+    except msgspec.ValidationError as exc:
+        raise FormInvalid({"content": str(exc)}) from None
+
+
+def test_only_forms_without_formats_take_the_fast_path() -> None:
+    assert Plain._form_spec.direct and Confirmation._form_spec.direct
+    assert not ReturnDetails._form_spec.direct and not Everything._form_spec.direct
+
+
+@settings(max_examples=400, deadline=None)
+@given(content=st.dictionaries(st.sampled_from(_PLAIN_KEYS), _ANY_VALUE, max_size=10))
+def test_fast_path_accepts_exactly_what_the_checker_accepts(content: dict[str, object]) -> None:
+    try:
+        expected: object = _through_checker(Plain, content)
+    except FormInvalid:
+        expected = FormInvalid
+    try:
+        got: object = Plain.validate_answer(content)
+    except FormInvalid:
+        got = FormInvalid
+    assert got == expected
+
+
+def test_fast_path_still_normalises_and_explains() -> None:
+    base = {"fullName": "Ann", "count": None}
+    assert Plain.validate_answer({**base, "boxes": 3.0}).boxes == 3  # 3.0 goes via the checker
+    with pytest.raises(FormInvalid) as caught:
+        Plain.validate_answer({**base, "boxes": 7})
+    assert "boxes" in caught.value.problems

@@ -3,33 +3,47 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from mrtr.cli import _call, _serve_cli
-
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 # Design: a subcommand module exposes `register(subparsers)`, which adds its parser and sets
-# `run=<callable(args) -> int>` as a default; main() only dispatches. New modules join this tuple.
-REGISTRARS: tuple[Register, ...] = (_serve_cli.register, _call.register)
+# `run=<callable(args) -> int>` as a default; main() only dispatches. main() imports just the
+# module of the command it runs, so `mrtr serve` never loads the client stack (httpx, pygments)
+# and each server worker stays small. New modules join MODULES and COMMANDS.
+MODULES = ("mrtr.cli._serve_cli", "mrtr.cli._call")
+COMMANDS = {
+    "serve": "mrtr.cli._serve_cli",
+    "keys": "mrtr.cli._serve_cli",
+    **dict.fromkeys(("call", "tools", "prompts", "resources", "read", "prompt"), "mrtr.cli._call"),
+}
 
 
-def build_parser(registrars: Sequence[Register] = REGISTRARS) -> argparse.ArgumentParser:
-    """Return the `mrtr` parser with every registered subcommand."""
+def registrars(argv: Sequence[str] | None = None) -> list[Register]:
+    """The `register` functions for the command in `argv` (all of them when it names none)."""
+    command = next((arg for arg in argv or () if not arg.startswith("-")), None)
+    names = [COMMANDS[command]] if command in COMMANDS else MODULES
+    return [importlib.import_module(name).register for name in names]
+
+
+def build_parser(regs: Sequence[Register] | None = None) -> argparse.ArgumentParser:
+    """Return the `mrtr` parser with the given subcommands (default: every one)."""
     parser = argparse.ArgumentParser(prog="mrtr", description="MCP 2026-07-28 (MRTR) toolkit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for register in registrars:
+    for register in registrars() if regs is None else regs:
         register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `mrtr` command; returns the exit status (2 for usage errors)."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(registrars(argv)).parse_args(argv)
     level = getattr(args, "log_level", "warning").upper()
     logging.basicConfig(stream=sys.stderr, level=level,
                         format="%(levelname)s %(name)s: %(message)s")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 from collections.abc import Mapping
 
@@ -28,6 +29,7 @@ __all__ = [
 
 ANNOTATION = "x-mcp-header"
 _PREFIX = "=?base64?"
+_LOWER = {label: label.lower() for label in ("MCP-Protocol-Version", "Mcp-Method", "Mcp-Name")}
 _SUFFIX = "?="
 _OWS = " \t"
 _PLAIN = re.compile(r"[\x20-\x7e]*")
@@ -232,6 +234,8 @@ def check_headers(
     _expect(headers, "Mcp-Method", method, decode=False)
     if name is not None:
         _expect(headers, "Mcp-Name", name, decode=True)
+    if not header_map:
+        return
     args = arguments or {}
     for arg, header in header_map.items():
         _check_param(headers, f"Mcp-Param-{header}", args.get(arg))
@@ -252,11 +256,22 @@ def _read(headers: Mapping[str, str], label: str, *, decode: bool) -> str | None
 
 
 def _expect(headers: Mapping[str, str], label: str, expected: str, *, decode: bool) -> None:
+    raw = headers.get(_LOWER.get(label) or label.lower())
+    if raw == expected and _verbatim(raw):
+        return  # the common case: the header carries exactly the body's value
     got = _read(headers, label, decode=decode)
     if got is None:
         raise HeaderMismatch(f"{label} header is missing")
     if got != expected:
         raise HeaderMismatch(f"{label} header does not match the request body")
+
+
+@functools.lru_cache(maxsize=256)  # versions, methods and tool names recur: a pure memo
+def _verbatim(raw: str) -> bool:
+    """True when `raw` reads as itself both raw and decoded (printable ASCII, no OWS at the
+    ends, not the base64 form), so equality with the expected value settles the check."""
+    return (raw.isascii() and raw.isprintable() and raw[:1] != " " and raw[-1:] != " "
+            and not raw.startswith(_PREFIX))
 
 
 def _check_param(headers: Mapping[str, str], label: str, value: object) -> None:

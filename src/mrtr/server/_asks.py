@@ -80,8 +80,7 @@ class Elicited(Generic[T]):
     value: T | None
 
 
-@dataclass(frozen=True, slots=True)
-class _Spec:
+class _Spec(msgspec.Struct, frozen=True):  # a Struct: built per ask, so cheap to create
     method: str
     request: InputRequest
     shape: str
@@ -186,11 +185,12 @@ def capability_missing(declared: object, needed: dict[str, object]) -> bool:
     `{"elicitation": {}}` counts as form support (DIGEST §2.6); `{"elicitation": {"url": {}}}`
     alone does not.
     """
-    caps = msgspec.to_builtins(declared) if isinstance(declared, msgspec.Struct) else declared
-    if not isinstance(caps, dict):
+    if not isinstance(declared, msgspec.Struct | dict):
         return True
     for name, sub in needed.items():
-        have = caps.get(name)
+        # The capabilities Struct's fields are single words, so attribute == wire name.
+        have = (declared.get(name) if isinstance(declared, dict)
+                else getattr(declared, name, None))
         if not isinstance(have, dict):
             return True
         if name == "elicitation" and isinstance(sub, dict) and "form" in sub:

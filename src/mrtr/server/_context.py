@@ -142,7 +142,8 @@ class Context:
         Awaiting gives the validated form; a decline or cancel raises Declined (the tool then
         returns a clear "declined" result) unless `outcome=True`, which gives Elicited instead.
         """
-        spec = form_spec(message, form.requested_schema(), form.schema_digest())
+        rendered = form._form_spec
+        spec = form_spec(message, rendered.schema, rendered.digest)
 
         def resolve(raw: object) -> Any:
             answer = decode_elicit(raw)
@@ -193,7 +194,8 @@ class Context:
 
     def confirm(self, message: str, *, key: str | None = None) -> Ask[bool]:
         """Ask a yes/no question; decline and cancel count as no."""
-        spec = form_spec(message, Confirmation.requested_schema(), Confirmation.schema_digest())
+        rendered = Confirmation._form_spec
+        spec = form_spec(message, rendered.schema, rendered.digest)
 
         def resolve(raw: object) -> bool:
             answer = decode_elicit(raw)
@@ -314,15 +316,8 @@ class Context:
         return key if key is not None else f"{kind}-{self._round.counter}"
 
     def _settle(self, asks: list[Ask[Any]]) -> list[Any]:
-        values: list[Any] = []
-        missing = False
-        for ask in asks:
-            try:
-                values.append(self._resolve(ask))
-            except _Unanswered:
-                missing = True
-                values.append(None)
-        if missing:
+        values = [self._resolve(ask) for ask in asks]
+        if any(value is _UNANSWERED for value in values):
             raise Suspend()
         return values
 
@@ -351,7 +346,7 @@ class Context:
                 return ask.fallback
             raise MissingRequiredClientCapability(ask.spec.capability)
         self._emit(ask, problem)
-        raise _Unanswered()
+        return _UNANSWERED
 
     def _emit(self, ask: Ask[Any], problem: str | None) -> None:
         existing = self._round.pending.get(ask.key)
@@ -361,5 +356,4 @@ class Context:
         self._round.pending[ask.key] = request
 
 
-class _Unanswered(Exception):  # noqa: N818 - internal
-    pass
+_UNANSWERED: Any = object()  # _resolve's "emitted, not answered yet"

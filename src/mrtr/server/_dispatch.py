@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -44,14 +43,33 @@ __all__ = ["Dispatcher", "Reply"]
 
 Message = Any  # a decoded ClientRequest or ClientNotification Struct
 
+# The server capability each method needs (None: always served), and the params attribute
+# its `Mcp-Name` header mirrors.
+_CAPABILITY_OF = {method: spec.server_capability for method, spec in METHODS.items()}
+_NAME_ATTRIBUTE = {
+    method: {"name": "name", "uri": "uri", "taskId": "task_id"}[spec.name_field]
+    for method, spec in METHODS.items()
+    if spec.name_field is not None
+}
 
-@dataclass(frozen=True, slots=True)
+
 class Reply:
     """One JSON-RPC response: a result or an error, ready to encode."""
 
-    request_id: str | int | None
-    result: msgspec.Struct | None = None
-    error: ProtocolError | None = None
+    __slots__ = ("error", "request_id", "result")
+
+    def __init__(
+        self,
+        request_id: str | int | None,
+        result: msgspec.Struct | None = None,
+        error: ProtocolError | None = None,
+    ) -> None:
+        self.request_id = request_id
+        self.result = result
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"Reply({self.request_id!r}, result={self.result!r}, error={self.error!r})"
 
     @property
     def http_status(self) -> int:
@@ -157,13 +175,12 @@ class Dispatcher:
 
     # -- helpers -------------------------------------------------------------------------------
     def _check_headers(self, message: Message, headers: Mapping[str, str]) -> None:
-        spec = METHODS.get(message.method)
         params = message.params
         name: str | None = None
         arguments: Mapping[str, object] | None = None
         header_map: Mapping[str, str] = {}
-        if spec is not None and spec.name_field is not None:
-            field = {"name": "name", "uri": "uri", "taskId": "task_id"}[spec.name_field]
+        field = _NAME_ATTRIBUTE.get(message.method)
+        if field is not None:
             name = getattr(params, field, None)
         if isinstance(message, CallToolRequest):
             entry = self.server.tables.tools.get(params.name)
@@ -188,19 +205,20 @@ class Dispatcher:
         )
 
     def _advertised(self, method: str) -> bool:
-        spec = METHODS.get(method)
-        needed = spec.server_capability if spec is not None else None
+        needed = _CAPABILITY_OF.get(method)
         if needed is None:
             return True
         # Per request: look at the tables directly rather than building ServerCapabilities.
         tables = self.server.tables
-        present = {
-            "tools": tables.tools,
-            "prompts": tables.prompts,
-            "resources": tables.resources or tables.templates,
-            "completions": tables.completions,
-        }
-        return bool(present.get(needed, True))
+        if needed == "tools":
+            return bool(tables.tools)
+        if needed == "prompts":
+            return bool(tables.prompts)
+        if needed == "resources":
+            return bool(tables.resources or tables.templates)
+        if needed == "completions":
+            return bool(tables.completions)
+        return True
 
     async def _discover(self, request: Message, peer: Peer, sink: object) -> DiscoverResult:
         server = self.server

@@ -5,14 +5,15 @@ Implements MCP 2026-07-28 client/elicitation form mode: flat primitive propertie
 
 # Design: a Form subclass is analysed once, when the class is created (by the metaclass, because
 # msgspec fills in fields and defaults only after `type.__new__` has run `__init_subclass__`).
-# The rendered schema is kept as JSON bytes: decoding them per round is cheap and hands every
-# caller a fresh dict, so nobody can mutate the class's copy. Answers are checked against the
-# rendered property dicts (one checker, human messages), then built with one msgspec.convert.
+# The rendered schema is kept once per class: the framework shares that dict with every ask it
+# builds (never mutating it), `requested_schema()` hands users a fresh copy. An answer to a form
+# without `format` fields is built by one msgspec.convert when valid; anything msgspec refuses
+# goes through the jsonschema checker (`_answers`), which normalises it or explains what is
+# wrong in one sentence per field. A property test keeps the two paths in agreement.
 from __future__ import annotations
 
 import datetime as dt
 import enum
-import functools
 import hashlib
 import re
 import types
@@ -20,10 +21,10 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Self, dataclass_transform
-from urllib.parse import urlsplit
 
-import jsonschema  # type: ignore[import-untyped]
 import msgspec
+
+from mrtr.server._answers import Checker, FormInvalid, validate_against_schema
 
 __all__ = [
     "Choices",
@@ -37,15 +38,6 @@ __all__ = [
 ]
 
 Property = dict[str, object]
-
-
-class FormInvalid(ValueError):
-    """An elicitation answer does not match the form; `message` is fit to show the user."""
-
-    def __init__(self, problems: Mapping[str, str]) -> None:
-        self.problems = dict(problems)
-        self.message = "; ".join(f"{key}: {text}" for key, text in self.problems.items())
-        super().__init__(self.message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +68,7 @@ _META_KEYS = (  # msgspec.Meta attribute → (string/number keyword, multi-selec
     ("min_length", "minLength", "minItems"), ("max_length", "maxLength", "maxItems"),
     ("ge", "minimum", "minimum"), ("le", "maximum", "maximum"),
 )
+_TEMPORAL = ("date", "date-time")
 _UNSUPPORTED_META = ("gt", "lt", "multiple_of", "pattern", "extra_json_schema")
 
 
@@ -191,135 +184,25 @@ def field_property(name: str, annotation: object, default: object = msgspec.NODE
     return prop
 
 
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
-_FORMATS = ("email", "uri", "date", "date-time")
-_TEMPORAL = ("date", "date-time")
-_MESSAGES = types.MappingProxyType({
-    "required": "is required", "string": "must be text", "integer": "must be a whole number",
-    "number": "must be a number", "boolean": "must be true or false",
-    "array": "must be a list of choices",
-    "minLength": "must be at least {} characters long",
-    "maxLength": "must be at most {} characters long",
-    "minimum": "must be at least {}", "maximum": "must be at most {}",
-    "minItems": "must have at least {} selected", "maxItems": "must have at most {} selected",
-    "email": "must be a valid email address",
-    "uri": "must be a valid URI, such as https://example.com",
-    "date": "must be a date such as 2026-07-28",
-    "date-time": "must be a date and time such as 2026-07-28T09:30:00Z",
-})
-
-
-def format_ok(fmt: str, value: object) -> bool:
-    """Whether a string `value` is a pragmatic match for `format` (non-strings pass)."""
-    if not isinstance(value, str):
-        return True
-    try:
-        if fmt == "email":
-            return _EMAIL.fullmatch(value) is not None
-        if fmt == "uri":
-            parts = urlsplit(value)
-            return (_SCHEME.fullmatch(parts.scheme) is not None and not re.search(r"\s", value)
-                    and bool(parts.netloc or parts.path))
-        if fmt in _TEMPORAL:  # msgspec's RFC 3339 parser: the one that builds the Form
-            msgspec.convert(value, dt.date if fmt == "date" else dt.datetime)
-    except (ValueError, msgspec.ValidationError):
-        return False
-    return True
-
-
-def _option_labels(prop: Mapping[str, object]) -> list[str]:
-    titled = prop.get("oneOf") or prop.get("anyOf")
-    if isinstance(titled, list):
-        return [str(o.get("title", o.get("const"))) for o in titled if isinstance(o, dict)]
-    return [str(v) for v in typing.cast(list[object], prop.get("enum") or [])]
-
-
-def describe(keyword: str, prop: Mapping[str, object]) -> str:
-    """A human sentence for a failed schema keyword on a property."""
-    if keyword == "enum":
-        return f"must be one of: {', '.join(_option_labels(prop))}"
-    if keyword == "items":
-        items = prop.get("items")
-        labels = _option_labels(items) if isinstance(items, dict) else []
-        return f"each choice must be one of: {', '.join(labels)}"
-    if keyword == "format":
-        return _MESSAGES.get(str(prop.get("format")), "has an invalid format")
-    if keyword == "type":
-        return _MESSAGES.get(str(prop.get("type")), "has the wrong type")
-    return _MESSAGES.get(keyword, "is invalid").format(prop.get(keyword))
-
-
-def _explain(error: Any, props: Mapping[str, Mapping[str, object]]) -> list[tuple[str, str]]:
-    """(property, human sentence) pairs for one jsonschema ValidationError."""
-    path = list(error.absolute_path)
-    keyword = str(error.validator)
-    if keyword == "required" and isinstance(error.instance, Mapping):
-        wanted = typing.cast(list[str], error.validator_value)
-        return [(n, _MESSAGES[keyword]) for n in wanted if n not in error.instance]
-    if not path:
-        return [("content", str(error.message))]
-    key = str(path[0])
-    if keyword in ("oneOf", "anyOf", "const", "enum"):
-        keyword = "enum" if len(path) == 1 else "items"
-    elif len(path) > 1:
-        keyword = "items"
-    if keyword in _MESSAGES or keyword in ("enum", "items", "format", "type"):
-        return [(key, describe(keyword, props.get(key, {})))]
-    return [(key, str(error.message))]
-
-
-class _Checker:
-    """A compiled Draft 2020-12 validator for one `requestedSchema`, with human errors."""
-
-    __slots__ = ("props", "validator")
-
-    def __init__(self, schema: Mapping[str, object]) -> None:
-        formats = jsonschema.FormatChecker(formats=())
-        for fmt in _FORMATS:
-            formats.checks(fmt)(functools.partial(format_ok, fmt))
-        self.validator = jsonschema.Draft202012Validator(schema, format_checker=formats)
-        self.props = typing.cast(Mapping[str, Mapping[str, object]],
-                                 schema.get("properties") or {})
-
-    def check(self, content: Mapping[str, object]) -> dict[str, object]:
-        """Known properties of `content`, normalised, with defaults. Raises FormInvalid."""
-        if not isinstance(content, Mapping):
-            raise FormInvalid({"content": "must be an object"})
-        present = {k: v for k, v in content.items() if v is not None}
-        problems: dict[str, str] = {}
-        for error in self.validator.iter_errors(present):
-            for key, text in _explain(error, self.props):
-                problems.setdefault(key, text)
-        if problems:
-            order = {key: i for i, key in enumerate(self.props)}
-            raise FormInvalid(dict(sorted(problems.items(), key=lambda kv: order.get(kv[0], -1))))
-        out: dict[str, object] = {}
-        for key, prop in self.props.items():
-            value = present.get(key, prop.get("default"))
-            if isinstance(value, float) and prop.get("type") == "integer":
-                value = int(value)
-            if key in present or "default" in prop:
-                out[key] = value
-        return out
-
-
-def validate_against_schema(schema: Mapping[str, object],
-                            content: Mapping[str, object]) -> dict[str, object]:
-    """Validate `content` against a raw `requestedSchema` (JSON Schema 2020-12).
-
-    Returns the known properties (3.0 → 3 for integers, absent ones with a `default` filled in).
-    Raises FormInvalid with one human sentence per failing property.
-    """
-    return _Checker(schema).check(content)
-
-
-@dataclass(frozen=True, slots=True)
 class _Spec:
-    schema_json: bytes
-    digest: str
-    checker: _Checker
-    nullable: tuple[str, ...]  # `X | None` without a default: absent means None
+    """A Form class's rendered schema; the jsonschema checker is built on first need."""
+
+    __slots__ = ("_checker", "digest", "direct", "nullable", "schema", "schema_json")
+
+    def __init__(self, schema: dict[str, object], nullable: tuple[str, ...]) -> None:
+        self.schema = schema  # shared by every request built from the form: never mutate it
+        self.schema_json = msgspec.json.encode(schema)
+        self.digest = hashlib.sha256(msgspec.json.encode(schema, order="sorted")).hexdigest()[:16]
+        self.nullable = nullable  # `X | None` without a default: absent means None
+        # msgspec alone decides validity: no property carries a `format` msgspec does not check.
+        self.direct = b'"format"' not in msgspec.json.encode(schema.get("properties"))
+        self._checker: Checker | None = None
+
+    @property
+    def checker(self) -> Checker:
+        if self._checker is None:
+            self._checker = Checker(self.schema)
+        return self._checker
 
 
 def _render(cls: type[msgspec.Struct]) -> _Spec:
@@ -341,9 +224,8 @@ def _render(cls: type[msgspec.Struct]) -> _Spec:
             raise TypeError(f"{cls.__qualname__}.{info.name}: {exc}") from None
         if info.required:
             (nullable if unwrap(info.type)[2] else required).append(info.encode_name)
-    schema = {"type": "object", "properties": props, "required": required}
-    digest = hashlib.sha256(msgspec.json.encode(schema, order="sorted")).hexdigest()[:16]
-    return _Spec(msgspec.json.encode(schema), digest, _Checker(schema), tuple(nullable))
+    schema: dict[str, object] = {"type": "object", "properties": props, "required": required}
+    return _Spec(schema, tuple(nullable))
 
 
 class _FormMeta(msgspec.StructMeta):
@@ -379,6 +261,16 @@ class Form(msgspec.Struct, metaclass=_FormMeta, kw_only=True):
     def validate_answer(cls, content: Mapping[str, object]) -> Self:
         """Check `ElicitResult.content` and build the form. Raises FormInvalid."""
         spec = cls._form_spec
+        if spec.direct and isinstance(content, Mapping):
+            # Fast path: a valid answer converts as it is. Anything msgspec refuses (including
+            # 3.0 for an integer) goes through the checker, which explains or normalises it.
+            present = {k: v for k, v in content.items() if v is not None}
+            for key in spec.nullable:
+                present.setdefault(key, None)
+            try:
+                return msgspec.convert(present, cls)
+            except msgspec.ValidationError:
+                pass
         values = spec.checker.check(content)
         for key in spec.nullable:
             values.setdefault(key, None)

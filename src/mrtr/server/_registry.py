@@ -13,8 +13,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import jsonschema  # type: ignore[import-untyped]
-
 from mrtr.protocol import (
     UNSET,
     Prompt,
@@ -255,6 +253,8 @@ def _schema_converter(
     schema: dict[str, object],
 ) -> Callable[[Mapping[str, object]], dict[str, object]]:
     """Validate arguments against a schema given verbatim (JSON Schema 2020-12, no remote refs)."""
+    import jsonschema  # type: ignore[import-untyped]  # only servers with verbatim schemas pay
+
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
 

@@ -5,7 +5,6 @@
 # a tool become `isError` results; inside prompts and resources they become frozen -32603 errors.
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -76,14 +75,7 @@ class Runner:
     ) -> Any:
         params = request.params
 
-        @functools.cache
-        def bind() -> Binding:  # computed at most once per round, only when a state is involved
-            digest = digest_arguments(arguments) if arguments else _EMPTY_FLOW_DIGEST
-            return Binding(
-                method=request.method, target=target, arguments_digest=digest,
-                principal=peer.principal,
-            )
-
+        bind = _LazyBinding(request.method, target, arguments, peer.principal)
         flow, deadline = self._engine.open(params.request_state, bind)
         responses = params.input_responses if params.input_responses is not UNSET else {}
         ctx = Context(
@@ -195,6 +187,26 @@ class Runner:
         except Exception as exc:
             self._log.exception("handler for %s failed", target)
             raise InternalError() from exc
+
+
+class _LazyBinding:
+    """The round's Binding, computed at most once and only when a state is sealed or opened."""
+
+    __slots__ = ("arguments", "method", "principal", "target", "value")
+
+    def __init__(self, method: str, target: str, arguments: object, principal: str | None) -> None:
+        self.method = method
+        self.target = target
+        self.arguments = arguments
+        self.principal = principal
+        self.value: Binding | None = None
+
+    def __call__(self) -> Binding:
+        if self.value is None:
+            digest = digest_arguments(self.arguments) if self.arguments else _EMPTY_FLOW_DIGEST
+            self.value = Binding(method=self.method, target=self.target,
+                                 arguments_digest=digest, principal=self.principal)
+        return self.value
 
 
 async def _arguments(ctx: Context, entry: ToolEntry, arguments: dict[str, Any]) -> dict[str, Any]:

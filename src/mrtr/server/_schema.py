@@ -186,11 +186,15 @@ def convert_arguments(sig: ToolSignature, arguments: Mapping[str, object]) -> di
     if not isinstance(arguments, Mapping):
         raise ArgumentsInvalid("Invalid arguments: expected an object")
     try:
-        args = msgspec.convert(dict(arguments), sig.args_type)
+        args = msgspec.convert(arguments, sig.args_type)
     except msgspec.ValidationError as exc:
         raise ArgumentsInvalid(f"Invalid arguments: {exc}") from None
-    values = {name: getattr(args, name) for name in sig.param_names}
-    return {name: value for name, value in values.items() if value is not UNSET}
+    values = {}
+    for name in sig.param_names:
+        value = getattr(args, name)
+        if value is not UNSET:
+            values[name] = value
+    return values
 
 
 def _is_object_type(tp: object) -> bool:

@@ -32,6 +32,7 @@ Send = Callable[[Message], Awaitable[None]]
 Authenticator = Callable[[Mapping[str, str]], Awaitable[str | None]]
 
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+_ANONYMOUS = Peer(principal=None, transport="http")  # immutable, so shared by every request
 MAX_HEADER_BYTES = 64 * 1024
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -91,6 +92,11 @@ class McpApp:
         self.keepalive = keepalive
         self.expose_worker = expose_worker
         self.log = logging.getLogger("mrtr.transports.http")
+        # Sent with every reply; computed once (the pid of a worker never changes).
+        self.extra_headers: list[tuple[bytes, bytes]] = (
+            [(b"mcp-debug-worker", str(os.getpid()).encode())] if expose_worker else []
+        )
+        self._hosts_seen: dict[str, bool] = {}  # Host values already judged (bounded)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -103,25 +109,18 @@ class McpApp:
             await send({"type": "websocket.close", "code": 1008})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = False
-
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            started = True
-            await send(message)
-
+        exchange = _Exchange(self, receive, send)
         try:
-            await self._exchange(scope, receive, tracked)
+            await self._exchange(scope, exchange)
         except _Reject as exc:
-            if not started:
-                await self._respond(tracked, exc.status, _error_body(str(exc)), exc.headers)
+            if not exchange.started:
+                await exchange.respond(exc.status, _error_body(str(exc)), exc.headers)
         except Exception:
             self.log.exception("unexpected error in the HTTP transport")
-            if not started:
-                body = encode_error(None, InternalError())
-                await self._respond(tracked, 500, body)
+            if not exchange.started:
+                await exchange.respond(500, encode_error(None, InternalError()))
 
-    async def _exchange(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _exchange(self, scope: Scope, exchange: _Exchange) -> None:
         headers = _decode_headers(scope.get("headers", ()))
         self._check_host(headers)
         if scope.get("path") != self.path:
@@ -129,23 +128,25 @@ class McpApp:
         if scope.get("method") != "POST":
             raise _Reject(405, "Method Not Allowed: use POST", [(b"allow", b"POST")])
         principal = await self._authenticate(headers)
-        media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if media != "application/json":
+        media = headers.get("content-type", "")
+        if media != "application/json" and (
+            media.split(";", 1)[0].strip().lower() != "application/json"
+        ):
             raise _Reject(415, "Unsupported Media Type: Content-Type must be application/json")
-        body = await self._read_body(headers, receive)
+        body = await self._read_body(headers, exchange.receive)
         if body is None:
             return  # the client went away while sending
         try:
             message = self.dispatcher.receive(body, headers)
         except ProtocolError as exc:
             reply = Reply(exc.request_id, error=exc)
-            await self._respond(send, reply.http_status, reply.body)
+            await exchange.respond(reply.http_status, reply.body)
             return
         if not hasattr(message, "id"):
-            await self._respond(send, 202, b"")
+            await exchange.respond(202, b"")
             return
-        peer = Peer(principal=principal, transport="http")
-        await _Exchange(self, message, peer, receive, send).run()
+        peer = _ANONYMOUS if principal is None else Peer(principal=principal, transport="http")
+        await exchange.run(message, peer)
 
     def _check_host(self, headers: Mapping[str, str]) -> None:
         host = headers.get("host", "").strip().lower()
@@ -163,6 +164,15 @@ class McpApp:
             raise _Reject(403, "Forbidden: Origin not allowed")
 
     def _host_allowed(self, host: str) -> bool:
+        known = self._hosts_seen.get(host)
+        if known is not None:
+            return known
+        allowed = self._judge_host(host)
+        if len(self._hosts_seen) < 64:  # a client sending junk Hosts cannot grow this
+            self._hosts_seen[host] = allowed
+        return allowed
+
+    def _judge_host(self, host: str) -> bool:
         if not host:
             return False
         if self.hosts is not None:
@@ -192,108 +202,132 @@ class McpApp:
             message = await receive()
             if message["type"] == "http.disconnect":
                 return None
-            chunk = message.get("body", b"")
+            chunk: bytes = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
                 raise _Reject(413, f"Payload Too Large: the limit is {self.max_body} bytes")
-            chunks.append(chunk)
             if not message.get("more_body", False):
-                return b"".join(chunks)
-
-    async def _respond(
-        self,
-        send: Send,
-        status: int,
-        body: bytes,
-        extra: Sequence[tuple[bytes, bytes]] = (),
-    ) -> None:
-        headers = [*extra, *self.worker_headers()]
-        if body:
-            headers.append((b"content-type", b"application/json"))
-        headers.append((b"content-length", str(len(body)).encode()))
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-
-    def worker_headers(self) -> list[tuple[bytes, bytes]]:
-        return [(b"mcp-debug-worker", str(os.getpid()).encode())] if self.expose_worker else []
+                # The usual case is one message holding the whole body: no join, no copy.
+                return b"".join((*chunks, chunk)) if chunks else chunk
+            chunks.append(chunk)
 
 
 class _Exchange:
-    """One request in flight: runs the handler and writes JSON or an SSE stream."""
+    """One HTTP request: runs its handler inline and writes a JSON reply or an SSE stream.
 
-    def __init__(
-        self, app: McpApp, message: Any, peer: Peer, receive: Receive, send: Send
-    ) -> None:
+    The handler runs in the request's own task, so a quick request costs no extra task. A
+    handler still running after WATCH_AFTER seconds, or one that starts streaming, gets a
+    watcher task that cancels it when the client disconnects or the deadline passes. While
+    streaming, a keep-alive task writes a comment every `keepalive` seconds.
+    """
+
+    # Design: every `send` writes one whole chunk synchronously after waiting for the
+    # transport to drain, so events, keep-alives and the final reply never interleave within a
+    # chunk; the keep-alive task is cancelled and `finished` set before the final chunk, and
+    # events arriving after it are dropped.
+    WATCH_AFTER = 0.05
+
+    __slots__ = ("app", "deadline", "finished", "keeper", "reason", "receive", "send",
+                 "started", "streaming", "task", "watcher")
+
+    def __init__(self, app: McpApp, receive: Receive, send: Send) -> None:
         self.app = app
-        self.message = message
-        self.peer = peer
         self.receive = receive
         self.send = send
-        self.events: asyncio.Queue[bytes] = asyncio.Queue(maxsize=64)
+        self.started = False  # the status line went out
         self.streaming = False
+        self.finished = False
+        self.reason: str | None = None  # why the handler was interrupted: "gone", "timeout"
+        self.deadline = 0.0  # loop time
+        self.task: asyncio.Task[Any] | None = None
+        self.watcher: asyncio.Task[None] | None = None
+        self.keeper: asyncio.Task[None] | None = None
 
-    async def sink(self, notification: msgspec.Struct) -> None:
-        await self.events.put(encode_message(notification))
+    async def respond(
+        self, status: int, body: bytes, extra: Sequence[tuple[bytes, bytes]] = ()
+    ) -> None:
+        headers = [*extra, *self.app.extra_headers]
+        if body:
+            headers.append((b"content-type", b"application/json"))
+        headers.append((b"content-length", str(len(body)).encode()))
+        self.started = True
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+        await self.send({"type": "http.response.body", "body": body})
 
-    async def run(self) -> None:
+    async def run(self, message: Any, peer: Peer) -> None:
         app = self.app
-        handler = asyncio.create_task(app.dispatcher.handle(self.message, self.peer, self.sink))
-        gone = asyncio.create_task(_disconnected(self.receive))
-        getter: asyncio.Task[bytes] | None = None
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + app.request_timeout
+        self.task = asyncio.current_task()
+        self.deadline = loop.time() + app.request_timeout
+        # One timer per request: it starts the watcher, which also enforces the deadline.
+        timer = loop.call_at(min(loop.time() + self.WATCH_AFTER, self.deadline), self._watch)
         try:
-            while True:
-                getter = getter or asyncio.create_task(self.events.get())
-                wait = deadline - loop.time()
-                if self.streaming:
-                    wait = min(wait, app.keepalive)
-                done, _ = await asyncio.wait(
-                    {handler, getter, gone}, timeout=max(wait, 0.0),
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                if gone in done:
-                    return  # closing the stream is cancellation (spec): write nothing more
-                if getter.done():  # before the final reply, even if both finished together
-                    await self._event(getter.result())
-                    getter = None
-                elif handler.done():
-                    await self._finish(handler.result())
-                    return
-                elif loop.time() >= deadline:
-                    app.log.warning("request %r timed out", self.message.id)
-                    error = InternalError(f"Request timed out after {app.request_timeout:g}s")
-                    await self._finish(Reply(self.message.id, error=error))
-                    return
-                elif self.streaming:
-                    await self._write(SSE_KEEPALIVE)
+            reply = await app.dispatcher.handle(message, peer, self.sink)
+        except asyncio.CancelledError:
+            if self.reason is None:
+                raise  # the server is shutting down: not ours to swallow
+            reply = None
         finally:
-            for task in (handler, gone, getter):
+            self.finished = True
+            timer.cancel()
+            for task in (self.watcher, self.keeper):
                 if task is not None:
                     task.cancel()
-
-    async def _event(self, data: bytes) -> None:
+            if self.reason is not None and self.task is not None:
+                self.task.uncancel()
+        if self.reason == "gone":
+            return  # closing the stream is cancellation (spec): write nothing more
+        if self.reason == "timeout":
+            app.log.warning("request %r timed out", message.id)
+            error = InternalError(f"Request timed out after {app.request_timeout:g}s")
+            reply = Reply(message.id, error=error)
+        assert reply is not None
         if not self.streaming:
-            self.streaming = True
-            headers = [*_SSE_HEADERS, *self.app.worker_headers()]
-            await self.send({"type": "http.response.start", "status": 200, "headers": headers})
-        await self._write(encode_sse_event(data))
-
-    async def _finish(self, reply: Reply) -> None:
-        while not self.events.empty():
-            await self._event(self.events.get_nowait())
-        if not self.streaming:
-            await self.app._respond(self.send, reply.http_status, reply.body)
+            await self.respond(reply.http_status, reply.body)
             return
         await self.send({"type": "http.response.body", "body": encode_sse_event(reply.body)})
 
+    async def sink(self, notification: msgspec.Struct) -> None:
+        if self.finished:
+            return  # a straggler after the final reply has nowhere to go
+        if not self.streaming:
+            self.streaming = True
+            self.started = True
+            headers = [*_SSE_HEADERS, *self.app.extra_headers]
+            await self.send({"type": "http.response.start", "status": 200, "headers": headers})
+            self._watch()
+            self.keeper = asyncio.create_task(self._keep_alive())
+        await self._write(encode_sse_event(encode_message(notification)))
+
+    def _watch(self) -> None:
+        if self.watcher is None and not self.finished:
+            self.watcher = asyncio.create_task(self._wait_for_disconnect())
+
+    async def _wait_for_disconnect(self) -> None:
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                while (await self.receive())["type"] != "http.disconnect":
+                    pass
+        except TimeoutError:
+            self._interrupt("timeout")
+        else:
+            self._interrupt("gone")
+
+    def _interrupt(self, reason: str) -> None:
+        if self.finished or self.reason is not None or self.task is None:
+            return
+        self.reason = reason
+        self.task.cancel()
+
+    async def _keep_alive(self) -> None:
+        while True:
+            await asyncio.sleep(self.app.keepalive)
+            if self.finished:
+                return
+            await self._write(SSE_KEEPALIVE)
+
     async def _write(self, chunk: bytes) -> None:
         await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
-
-
-async def _disconnected(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
@@ -310,15 +344,18 @@ def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
     """Lower-cased names; repeated headers joined with ", ". Raises _Reject (400) on garbage."""
     headers: dict[str, str] = {}
     total = 0
-    for name, value in raw:
-        total += len(name) + len(value)
-        if total > MAX_HEADER_BYTES:
-            raise _Reject(400, "Bad Request: headers too large")
-        try:
-            key, text = name.decode("ascii").lower(), value.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _Reject(400, "Bad Request: header is not valid UTF-8") from None
-        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    try:
+        for name, value in raw:
+            total += len(name) + len(value)
+            key = name.decode("ascii").lower()
+            if key in headers:
+                headers[key] += ", " + value.decode("utf-8")
+            else:
+                headers[key] = value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Reject(400, "Bad Request: header is not valid UTF-8") from None
+    if total > MAX_HEADER_BYTES:
+        raise _Reject(400, "Bad Request: headers too large")
     return headers
 
 
