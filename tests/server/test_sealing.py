@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import dataclasses
 import hashlib
 import logging
 import random
@@ -264,7 +263,7 @@ def test_wire_format_matches_design() -> None:
     ],
 )
 def test_state_bound_to_request_and_principal(change: dict[str, Any], reason: str) -> None:
-    other = dataclasses.replace(B, **change)
+    other = msgspec.structs.replace(B, **change)
     assert rejected(SEALER, SEALER.seal(b"x", B), other) == reason
     assert rejected(SEALER, SEALER.seal(b"x", other), B) == reason
 
@@ -360,7 +359,7 @@ def test_logs_reason_but_never_token_or_body(caplog: pytest.LogCaptureFixture) -
     body = b"secret-journal-entry"
     token = sealer.seal(body, B)
     caplog.set_level(logging.DEBUG, logger="mrtr.sealing")
-    rejected(sealer, token, dataclasses.replace(B, principal="intruder"))
+    rejected(sealer, token, msgspec.structs.replace(B, principal="intruder"))
     rejected(sealer, token[:-4] + "AAAA")
     rejected(sealer, token + "AAAA")
     clock.now = NOW + 11.0

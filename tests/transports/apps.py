@@ -70,3 +70,9 @@ async def greet(ctx: Context) -> str:
 async def whoami(ctx: Context) -> str:
     """Echo the principal the transport authenticated."""
     return str(ctx.principal)
+
+
+@app.tool()
+async def tasks_seen() -> str:
+    """How many tasks exist while this handler runs (the transport's own included)."""
+    return str(len(asyncio.all_tasks()))

@@ -375,6 +375,48 @@ def test_disconnect_cancels_the_handler_and_writes_nothing_more(tmp_path: Path) 
     assert wire.sent[-1].get("more_body") is True  # no final event after the disconnect
 
 
+def test_a_quick_request_runs_in_the_request_task() -> None:
+    """No task per request for the handler, the disconnect watch or the deadline."""
+    body = call("tasks_seen")
+    wire = Wire(msgspec.json.encode(body))
+
+    async def go() -> int:
+        before = len(asyncio.all_tasks())
+        await McpApp(Dispatcher(apps.app))(scope_for(body), wire.receive, wire.send)
+        return before
+
+    before = run(go())
+    reply = msgspec.json.decode(wire.sent[-1]["body"])
+    assert reply["result"]["content"][0]["text"] == str(before)
+
+
+def test_disconnect_cancels_a_slow_json_request() -> None:
+    """A handler still running after WATCH_AFTER is watched: hanging up cancels it."""
+    body = call("slow", {"seconds": 30})
+    sent: list[MutableMapping[str, Any]] = []
+    reads = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal reads
+        reads += 1
+        if reads == 1:
+            return {"type": "http.request", "body": msgspec.json.encode(body), "more_body": False}
+        await asyncio.sleep(0.1)
+        return {"type": "http.disconnect"}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    async def go() -> float:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await McpApp(Dispatcher(apps.app))(scope_for(body), receive, send)
+        return loop.time() - started
+
+    assert run(go(), timeout=5) < 2.0
+    assert sent == []  # the client is gone: nothing is written
+
+
 def test_lifespan_completes() -> None:
     messages = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
     sent: list[dict[str, Any]] = []

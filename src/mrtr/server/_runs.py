@@ -64,7 +64,7 @@ class Runner:
             input_responses={},
         )
 
-    async def _run(
+    def _run(
         self,
         request: Any,
         peer: Peer,
@@ -72,9 +72,10 @@ class Runner:
         target: str,
         arguments: object,
         invoke: Callable[[Context], Awaitable[Any]],
-    ) -> Any:
+    ) -> Awaitable[Any]:
+        """Open the round now (unseal any state; ProtocolError here), and return the awaitable
+        that runs `invoke` under the round engine."""
         params = request.params
-
         bind = _LazyBinding(request.method, target, arguments, peer.principal)
         flow, deadline = self._engine.open(params.request_state, bind)
         responses = params.input_responses if params.input_responses is not UNSET else {}
@@ -86,7 +87,8 @@ class Runner:
             input_responses=responses,
             sink=sink,
         )
-        return await self._engine.run(invoke, ctx, flow, bind, deadline)
+        # Returned, not awaited here: one coroutine frame fewer on every request.
+        return self._engine.run(invoke, ctx, flow, bind, deadline)
 
     # -- tools/call ------------------------------------------------------------------------------
     async def call_tool(
@@ -99,7 +101,10 @@ class Runner:
         arguments = params.arguments if params.arguments is not UNSET else {}
 
         async def invoke(ctx: Context) -> Any:
-            args = await _arguments(ctx, entry, arguments)
+            if entry.ask_if_missing:
+                args = await _arguments(ctx, entry, arguments)
+            else:
+                args = entry.convert(arguments)
             return await (entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args))
 
         try:

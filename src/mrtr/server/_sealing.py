@@ -29,6 +29,7 @@ binding to the principal and the originating request, short expiry). Knows nothi
 from __future__ import annotations
 
 import binascii
+import functools
 import hashlib
 import logging
 import math
@@ -36,7 +37,6 @@ import os
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from hmac import compare_digest
 
 import msgspec
@@ -81,19 +81,17 @@ class StateTooLarge(ValueError):
     """The sealed requestState would exceed `max_state_bytes`."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Binding:
+class Binding(msgspec.Struct, frozen=True, kw_only=True):
     """What a requestState is bound to: the originating request and the caller's identity."""
 
     method: str
     target: str  # tool or prompt name, or resource URI
     arguments_digest: bytes  # from digest_arguments()
     principal: str | None  # the transport's authenticated identity, None when anonymous
-    _principal_digest: bytes = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        # Hashed once per request, not on both unseal and seal.
-        object.__setattr__(self, "_principal_digest", _digest_principal(self.principal))
+    @property
+    def principal_digest(self) -> bytes:
+        return _digest_principal(self.principal)
 
 
 class Unsealed(msgspec.Struct, frozen=True, kw_only=True):
@@ -134,6 +132,7 @@ def _canonical(value: object) -> object:
     return value
 
 
+@functools.lru_cache(maxsize=1024)  # a pure memo: the same callers come back round after round
 def _digest_principal(principal: str | None) -> bytes:
     if principal is None:
         return b""
@@ -291,7 +290,7 @@ class Sealer:
                 binding.target,
                 binding.arguments_digest,
                 self._audience,
-                binding._principal_digest,
+                binding.principal_digest,
                 body,
             )
         )
@@ -353,7 +352,7 @@ class Sealer:
             return "target mismatch"
         if not compare_digest(claims.a, binding.arguments_digest):
             return "arguments mismatch"
-        if not compare_digest(claims.p, binding._principal_digest):
+        if not compare_digest(claims.p, binding.principal_digest):
             return "principal mismatch"
         return None
 
