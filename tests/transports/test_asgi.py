@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -415,6 +416,30 @@ def test_disconnect_cancels_a_slow_json_request() -> None:
 
     assert run(go(), timeout=5) < 2.0
     assert sent == []  # the client is gone: nothing is written
+
+
+def test_running_loop_is_per_thread_and_per_loop() -> None:
+    """The cached loop is never handed to another thread's or a later loop's requests."""
+    app = McpApp(Dispatcher(apps.app))
+    both_running = threading.Barrier(2, timeout=5)
+    wrong: list[str] = []
+
+    async def probe(together: bool) -> None:
+        for round_no in range(50):
+            if app.running_loop() is not asyncio.get_running_loop():
+                wrong.append(f"{threading.current_thread().name} round {round_no}")
+            if round_no == 0 and together:  # both loops are running from here on
+                await asyncio.to_thread(both_running.wait)
+            await asyncio.sleep(0)
+
+    threads = [threading.Thread(target=asyncio.run, args=(probe(True),), name=f"t{i}")
+               for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    asyncio.run(probe(False))  # a later loop on this thread
+    assert wrong == []
 
 
 def test_lifespan_completes() -> None:

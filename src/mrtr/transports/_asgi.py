@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
@@ -97,6 +98,7 @@ class McpApp:
             [(b"mcp-debug-worker", str(os.getpid()).encode())] if expose_worker else []
         )
         self._hosts_seen: dict[str, bool] = {}  # Host values already judged (bounded)
+        self._loop_seen: tuple[asyncio.AbstractEventLoop, int] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -147,6 +149,21 @@ class McpApp:
             return
         peer = _ANONYMOUS if principal is None else Peer(principal=principal, transport="http")
         await exchange.run(message, peer)
+
+    def running_loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop running this request, without a system call per request.
+
+        On Python 3.11 `asyncio.get_running_loop()` (and `current_task()` without a loop) calls
+        getpid() each time: ~4 % of a busy server's CPU. The loop seen last is reused while it
+        is running and this is the thread that saw it run (one loop per thread, as every ASGI
+        server runs them); anything else asks asyncio again.
+        """
+        seen = self._loop_seen
+        if seen is not None and seen[1] == threading.get_ident() and seen[0].is_running():
+            return seen[0]
+        loop = asyncio.get_running_loop()
+        self._loop_seen = (loop, threading.get_ident())
+        return loop
 
     def _check_host(self, headers: Mapping[str, str]) -> None:
         host = headers.get("host", "").strip().lower()
@@ -256,8 +273,8 @@ class _Exchange:
 
     async def run(self, message: Any, peer: Peer) -> None:
         app = self.app
-        loop = asyncio.get_running_loop()
-        self.task = asyncio.current_task()
+        loop = app.running_loop()
+        self.task = asyncio.current_task(loop)
         self.deadline = loop.time() + app.request_timeout
         # One timer per request: it starts the watcher, which also enforces the deadline.
         timer = loop.call_at(min(loop.time() + self.WATCH_AFTER, self.deadline), self._watch)
