@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint unit conformance clean
+.PHONY: run test lint unit conformance bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -16,7 +16,7 @@ run: $(STAMP)
 	$(BIN)/mrtr serve examples.bookings:app --host 127.0.0.1 --port 8000
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests examples
+	$(BIN)/ruff check src tests examples benchmarks
 	$(BIN)/mypy
 
 unit: $(STAMP)
@@ -26,6 +26,9 @@ test: lint unit
 
 conformance: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_conformance.py
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,283 @@
+"""Benchmark mrtr beside the official Python SDK and the raw floor with the shared harness.
+
+`python -m benchmarks.run [--quick] [--only NAMES] [--strict]` from the repository root, or
+`make bench BENCH_ARGS=...`. Writes benchmarks/results/<UTC stamp>/ (results.json, summary.md,
+micro.json, report.md) and prints the report. Exit status 0 unless --strict and a target is missed.
+"""
+
+# Design:
+# - The shared bench folder is read-only and shared, but run_suite.py writes each run's numbers
+#   to <bench>/results/.last_run.json and runs targets with cwd=<bench>. So the suite runs through
+#   a short `python -c` shim (SHIM) that points its BENCH at a temporary folder of links to the
+#   harness, servers and wrk scripts (outside the checkout, so mypy and grep never walk into it);
+#   the shared folder is never written (PYTHONDONTWRITEBYTECODE keeps __pycache__ out of it too).
+# - The suite runs in its own session: on timeout or Ctrl-C its whole process group (the suite,
+#   the load generator and every server it started) is stopped, so no server outlives us.
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from benchmarks.report import met, render
+
+REPO = Path(__file__).resolve().parents[1]
+COPIED = ("sdk", "sdk-json", "sdk-manual", "floor-uvicorn")
+ONLY = "mrtr,sdk,sdk-json,sdk-manual,floor-uvicorn"
+WORKLOADS = "call1,mrtr2,mrtr3,list"
+DEFAULTS = {"repeats": 3, "duration": 5.0, "warmup": 1.0, "quiet_wait": 60.0,
+            "retry_disturbed": 2}
+QUICK = {"repeats": 1, "duration": 3.0, "quiet_wait": 5.0, "retry_disturbed": 0}
+QUIET_BUDGET = 1800.0  # run_suite.py's default --quiet-budget (s of quiet-waiting per suite)
+STAMP_FILE = ".requirements.sha256"
+SHIM = (
+    "import sys; from pathlib import Path; shared, work, *rest = sys.argv[1:]; "
+    "sys.path.insert(0, shared); import run_suite; "
+    "hasattr(run_suite, 'BENCH') or sys.exit('run_suite.py lost BENCH: see benchmarks/run.py'); "
+    "run_suite.BENCH = Path(work); "
+    "sys.argv = [str(Path(shared) / 'run_suite.py'), *rest]; sys.exit(run_suite.main())"
+)
+
+
+class Abort(Exception):
+    """A setup problem: the message is printed on one line, with exit status `status`."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shared", type=Path, help="the shared bench folder "
+                   "(default $MRTR_BENCH_SHARED, else <repo>/../shared/bench)")
+    p.add_argument("--bench-venv", type=Path, default=REPO / ".venv-bench",
+                   help="virtualenv for the harness and the SDK (created when missing)")
+    p.add_argument("--out", type=Path, help="output folder (default benchmarks/results/<stamp>)")
+    p.add_argument("--only", default=ONLY, help=f"targets to run (default {ONLY})")
+    p.add_argument("--workloads", default=WORKLOADS, help=f"default {WORKLOADS}")
+    p.add_argument("--concurrency", default="1,32", help="default 1,32")
+    p.add_argument("--repeats", type=int, help="runs per cell (default 3)")
+    p.add_argument("--duration", type=float, help="measured seconds per run (default 5)")
+    p.add_argument("--warmup", type=float, help="warmup seconds per run (default 1)")
+    p.add_argument("--quiet-wait", type=float, help="max s to wait for a quiet machine (60)")
+    p.add_argument("--retry-disturbed", type=int, help="extra runs to replace disturbed ones (2)")
+    p.add_argument("--server-core", default="1", help="taskset CPU list for servers, or 'none'")
+    p.add_argument("--client-core", default="0",
+                   help="taskset CPU list for the load generator and micro-benchmarks, or 'none'")
+    p.add_argument("--quick", action="store_true",
+                   help="1 repeat × 3 s, quiet-wait 5 s, no retries (explicit options win)")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 unless every target is met (not measured counts as missed)")
+    a = p.parse_args(argv)
+    for name, default in DEFAULTS.items():
+        if getattr(a, name) is None:
+            setattr(a, name, QUICK.get(name, default) if a.quick else default)
+    return a
+
+
+def find_shared(given: Path | None) -> Path:
+    """The shared bench folder; Abort (status 2) when it is not there."""
+    env = os.environ.get("MRTR_BENCH_SHARED")
+    shared = given or (Path(env) if env else REPO.parent / "shared" / "bench")
+    needed = ("run_suite.py", "harness.py", "targets.json", "requirements.txt")
+    if not all((shared / name).is_file() for name in needed):
+        raise Abort(f"benchmarks: no shared bench harness at {shared} "
+                    "(pass --shared DIR or set MRTR_BENCH_SHARED)")
+    return shared.resolve()
+
+
+def ensure_venv(venv: Path, requirements: Path) -> Path:
+    """The bench venv's python, creating the venv and (re)installing when requirements change."""
+    python = venv / "bin" / "python"
+    if not python.exists():
+        print(f"== creating {venv}", flush=True)
+        _check([sys.executable, "-m", "venv", str(venv)], "creating the bench venv", 300)
+    digest = hashlib.sha256(requirements.read_bytes()).hexdigest()
+    stamp = venv / STAMP_FILE
+    if not stamp.is_file() or stamp.read_text().strip() != digest:
+        print(f"== installing {requirements} into {venv}", flush=True)
+        _check([str(python), "-m", "pip", "install", "-q", "-r", str(requirements)],
+               "installing the bench requirements", 1800)
+        stamp.write_text(digest + "\n")
+    return python
+
+
+def _check(argv: list[str], what: str, timeout: float) -> None:
+    try:
+        subprocess.run(argv, check=True, timeout=timeout)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+        raise Abort(f"benchmarks: {what} failed: {exc}", status=1) from exc
+
+
+def targets_spec(shared_targets: dict[str, Any], mrtr: Path) -> dict[str, Any]:
+    """The targets file: the SDK and floor entries as they are, plus mrtr served by `mrtr`."""
+    spec: dict[str, Any] = {"_doc": "written by benchmarks/run.py from the shared targets.json"}
+    spec.update({name: shared_targets[name] for name in COPIED if name in shared_targets})
+    spec["mrtr"] = {
+        "desc": "mrtr serve benchmarks.server:app (embedded uvicorn, 1 worker)",
+        "cmd": f"{shlex.quote(str(mrtr))} serve benchmarks.server:app --host 127.0.0.1 "
+               "--port {port} --log-level warning",
+        # run_suite starts targets with cwd=<bench>, so the checkout comes in through PYTHONPATH.
+        "env": {"PYTHONPATH": str(REPO)},
+        "path": "/mcp",
+    }
+    return spec
+
+
+def make_workdir(shared: Path, parent: Path) -> Path:
+    """A writable stand-in for the bench folder: links to its files plus an own results/."""
+    work = parent / "bench"
+    work.mkdir(parents=True, exist_ok=True)
+    for entry in shared.iterdir():
+        link = work / entry.name
+        if entry.name != "results" and not link.is_symlink():
+            link.symlink_to(entry)
+    (work / "results").mkdir(exist_ok=True)
+    return work
+
+
+def suite_timeout(a: argparse.Namespace, targets: int) -> float:
+    """A bound on the whole suite (each run is bounded by run_suite itself, this is the belt)."""
+    cells = len(a.workloads.split(",")) * len(a.concurrency.split(","))
+    runs = cells * (a.repeats + a.retry_disturbed)
+    per_run = a.warmup + a.duration + 45  # harness cap warmup+duration+grace+10, suite +40
+    per_target = 120 + runs * per_run  # listen 30 s, smoke 60 s, stop 13 s
+    return float(targets * per_target + min(QUIET_BUDGET, targets * runs * a.quiet_wait) + 60)
+
+
+def run_micro(out: Path, core: str) -> dict[str, float] | None:
+    """Run benchmarks.micro pinned to `core`; its µs per op, or None if it failed."""
+    path = out / "micro.json"
+    argv = [sys.executable, "-m", "benchmarks.micro", "--json", str(path)]
+    if core != "none" and shutil.which("taskset"):
+        argv = ["taskset", "-c", core, *argv]
+    print(f"== micro-benchmarks: {shlex.join(argv)}", flush=True)
+    try:
+        subprocess.run(argv, check=True, timeout=300, cwd=REPO)
+        micro: dict[str, float] = json.loads(path.read_text())["us_per_op"]
+    except (subprocess.SubprocessError, OSError, ValueError, KeyError) as exc:
+        print(f"   micro-benchmarks failed: {exc}", flush=True)
+        return None
+    return micro
+
+
+def run_suite(argv: list[str], cwd: Path, timeout: float) -> int:
+    """Run the suite in its own process group; stop the whole group on timeout or Ctrl-C."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, start_new_session=True)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(f"benchmarks: the suite ran past {timeout:.0f} s; stopping it", flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("benchmarks: interrupted; stopping the suite", flush=True)
+        return 130
+    finally:
+        _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not _group_alive(proc):
+            return
+        os.killpg(proc.pid, sig)
+        deadline = time.monotonic() + 10.0  # servers get uvicorn's graceful shutdown
+        while _group_alive(proc) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+def _group_alive(proc: subprocess.Popen[bytes]) -> bool:
+    proc.poll()  # reap the suite itself, or its zombie keeps the group alive
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+class Setup(NamedTuple):
+    python: Path  # the bench venv's interpreter
+    shared: Path
+    out: Path
+    names: list[str]  # targets to run
+
+
+def prepare(a: argparse.Namespace) -> Setup:
+    """Check the inputs, set up the bench venv, the output folder and its targets.json."""
+    shared = find_shared(a.shared)
+    mrtr = REPO / ".venv" / "bin" / "mrtr"
+    if not mrtr.exists():
+        raise Abort(f"benchmarks: {mrtr} is missing (run `make` to create the project venv)")
+    spec = targets_spec(json.loads((shared / "targets.json").read_text()), mrtr)
+    names = [n for n in a.only.split(",") if n]
+    unknown = [n for n in names if n not in spec or n.startswith("_")]
+    if unknown or not names:
+        known = ", ".join(k for k in spec if not k.startswith("_"))
+        raise Abort(f"benchmarks: unknown target(s) {', '.join(unknown) or '(none)'}; "
+                    f"known: {known}")
+    python = ensure_venv(a.bench_venv.resolve(), shared / "requirements.txt")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = (a.out or REPO / "benchmarks" / "results" / stamp).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "targets.json").write_text(json.dumps(spec, indent=1) + "\n")
+    return Setup(python, shared, out, names)
+
+
+def suite_argv(setup: Setup, work: Path, a: argparse.Namespace) -> list[str]:
+    """run_suite.py's command line, through SHIM with `work` standing in for the bench folder."""
+    return [str(setup.python), "-c", SHIM, str(setup.shared), str(work),
+            "--targets", str(setup.out / "targets.json"), "--only", ",".join(setup.names),
+            "--out", str(setup.out), "--workloads", a.workloads, "--concurrency", a.concurrency,
+            "--repeats", str(a.repeats), "--duration", str(a.duration),
+            "--warmup", str(a.warmup), "--quiet-wait", str(a.quiet_wait),
+            "--retry-disturbed", str(a.retry_disturbed),
+            "--server-core", a.server_core, "--client-core", a.client_core]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = parse_args(argv)
+    try:
+        setup = prepare(a)
+    except Abort as exc:
+        print(exc, file=sys.stderr)
+        return exc.status
+    out = setup.out
+    micro = run_micro(out, a.client_core)
+    print(f"== suite (output in {out})", flush=True)
+    with tempfile.TemporaryDirectory(prefix="mrtr-bench-") as tmp:
+        work = make_workdir(setup.shared, Path(tmp))
+        status = run_suite(suite_argv(setup, work, a), out, suite_timeout(a, len(setup.names)))
+    results_file = out / "results.json"
+    if not results_file.is_file():
+        print(f"benchmarks: the suite wrote no {results_file} (exit {status})", file=sys.stderr)
+        return 1
+    report, checks = render(json.loads(results_file.read_text()), micro)
+    (out / "report.md").write_text(report)
+    print(report)
+    print(f"report in {out / 'report.md'}")
+    if status != 0:
+        print(f"benchmarks: the suite exited with {status}; the report is partial",
+              file=sys.stderr)
+        return 1
+    if a.strict and not met(checks):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""benchmarks.run's setup steps that need no subprocess: options, shared folder, targets file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.run import REPO, Abort, find_shared, make_workdir, parse_args, targets_spec
+
+
+def test_quick_sets_short_runs_and_explicit_options_win() -> None:
+    a = parse_args(["--quick", "--duration", "4"])
+    assert (a.repeats, a.duration, a.warmup, a.quiet_wait, a.retry_disturbed) == (1, 4, 1, 5, 0)
+    full = parse_args([])
+    assert (full.repeats, full.duration, full.quiet_wait, full.retry_disturbed) == (3, 5, 60, 2)
+    assert full.only == "mrtr,sdk,sdk-json,sdk-manual,floor-uvicorn"
+
+
+def test_missing_shared_folder_is_a_clear_exit_2(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MRTR_BENCH_SHARED", raising=False)
+    with pytest.raises(Abort) as info:
+        find_shared(tmp_path / "nowhere")
+    assert info.value.status == 2
+    assert "--shared" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_targets_file_copies_sdk_and_floor_and_adds_mrtr() -> None:
+    shared = {name: {"cmd": name} for name in ("sdk", "sdk-json", "sdk-manual", "floor-uvicorn",
+                                               "ts-sdk")}
+    spec = targets_spec(shared, Path("/x/.venv/bin/mrtr"))
+    assert [k for k in spec if not k.startswith("_")] == [
+        "sdk", "sdk-json", "sdk-manual", "floor-uvicorn", "mrtr"]
+    assert spec["sdk"] == {"cmd": "sdk"}
+    mrtr = spec["mrtr"]
+    assert mrtr["cmd"].startswith("/x/.venv/bin/mrtr serve benchmarks.server:app ")
+    assert "--host 127.0.0.1 --port {port}" in mrtr["cmd"]
+    assert mrtr["env"] == {"PYTHONPATH": str(REPO)} and mrtr["path"] == "/mcp"
+
+
+def test_workdir_links_the_shared_files_and_owns_results(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    (shared / "servers").mkdir(parents=True)
+    (shared / "harness.py").write_text("")
+    work = make_workdir(shared, tmp_path / "out")
+    assert (work / "harness.py").resolve() == (shared / "harness.py").resolve()
+    assert (work / "servers").is_symlink()
+    assert (work / "results").is_dir() and not (work / "results").is_symlink()
+    assert make_workdir(shared, tmp_path / "out") == work  # idempotent
