@@ -167,6 +167,23 @@ def test_suspend_seals_journal_and_pending() -> None:
     assert reopened == body and deadline is not None
 
 
+def test_default_flow_ids_are_unique_per_flow_and_per_engine() -> None:
+    sealer = Sealer(keys=[b"e" * 32], audience="a", clock=Clock())
+
+    async def handler(ctx: Context) -> bool:
+        return await ctx.confirm("a?", key="a")
+
+    def flow_id(engine: RoundEngine) -> str:
+        flow = FlowState()
+        out = asyncio.run(engine.run(handler, context(flow), flow, lambda: BINDING, None))
+        assert isinstance(out, InputRequiredResult)
+        return decode_flow(sealer.unseal(str(out.request_state), BINDING).body).flow
+
+    first, second = RoundEngine(sealer), RoundEngine(sealer)
+    ids = [flow_id(first), flow_id(first), flow_id(second)]
+    assert len(set(ids)) == 3 and all(len(i) == 24 for i in ids)
+
+
 def test_open_rejects_a_foreign_binding() -> None:
     engine, sealer = make_engine()
     token = sealer.seal(b"\x90", BINDING)

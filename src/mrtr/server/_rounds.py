@@ -5,6 +5,7 @@
 # seals FlowState (journal, onces, pending keys, guard state) bound to the request and principal.
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -49,11 +50,15 @@ class RoundEngine:
         sealer: Sealer,
         *,
         max_rounds: int = 16,
-        random: Callable[[int], bytes] = os.urandom,
+        random: Callable[[int], bytes] | None = None,
     ) -> None:
         self._sealer = sealer
         self._max_rounds = max_rounds
-        self._random = random
+        self._random = random  # tests inject one; None: prefix + serial below
+        # Flow ids label a flow inside its sealed state: unique, not secret. A random prefix per
+        # engine and a serial number give that without a getrandom() system call per flow.
+        self._prefix = os.urandom(6).hex()
+        self._serial = itertools.count(1)
 
     def open(
         self, request_state: str | UnsetType, bind: Callable[[], Binding]
@@ -101,7 +106,7 @@ class RoundEngine:
         state: JSON,
     ) -> InputRequiredResult:
         following = FlowState(
-            flow=flow.flow or self._random(12).hex(),
+            flow=flow.flow or self._new_flow_id(),
             round=flow.round + 1,
             journal=flow.journal,
             onces=flow.onces,
@@ -116,6 +121,11 @@ class RoundEngine:
             input_requests=dict(asks) if asks else UNSET, request_state=token
         )
 
+
+    def _new_flow_id(self) -> str:
+        if self._random is not None:
+            return self._random(12).hex()
+        return f"{self._prefix}{next(self._serial):012x}"
 
 def _request_of(item: InputRequest | Ask[object]) -> InputRequest:
     return item.request if isinstance(item, Ask) else item
