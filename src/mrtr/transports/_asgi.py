@@ -5,10 +5,11 @@ basic/transports/streamable-http). Protocol decisions stay in the Dispatcher.
 """
 
 # Design: the HTTP status line goes out before the first SSE event, so a reply that switched to
-# SSE is always 200 and any error travels in the JSON-RPC body of the last event. All writes to
-# one response happen in `_Exchange.run` (one coroutine), so progress events, keep-alives and the
-# final reply never interleave. A transport-level rejection (403, 404, 405, 413, 415, 400 for bad
-# headers) carries a JSON-RPC error body without an id: the body was never read.
+# SSE is always 200 and any error travels in the JSON-RPC body of the last event. Each event,
+# keep-alive and the final reply is one whole `send` (see _Exchange), so they never interleave
+# within a chunk and nothing follows the final one. A transport-level rejection (403, 404, 405,
+# 413, 415, 400 for bad headers) carries a JSON-RPC error body without an id: the body was
+# never read.
 from __future__ import annotations
 
 import asyncio
