@@ -31,12 +31,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from benchmarks.report import met, render
+from benchmarks.report import FLOOR, MRTR, SDKS, met, render
+from benchmarks.report import WORKLOADS as REPORTED_WORKLOADS
 
 REPO = Path(__file__).resolve().parents[1]
-COPIED = ("sdk", "sdk-json", "sdk-manual", "floor-uvicorn")
-ONLY = "mrtr,sdk,sdk-json,sdk-manual,floor-uvicorn"
-WORKLOADS = "call1,mrtr2,mrtr3,list"
+COPIED = (*SDKS, FLOOR)  # the shared targets.json entries the suite runs beside mrtr
+ONLY = ",".join((MRTR, *COPIED))
+WORKLOADS = ",".join(REPORTED_WORKLOADS)
 DEFAULTS = {"repeats": 3, "duration": 5.0, "warmup": 1.0, "quiet_wait": 60.0,
             "retry_disturbed": 2}
 QUICK = {"repeats": 1, "duration": 3.0, "quiet_wait": 5.0, "retry_disturbed": 0}

@@ -234,8 +234,6 @@ def check_headers(
     _expect(headers, "Mcp-Method", method, decode=False)
     if name is not None:
         _expect(headers, "Mcp-Name", name, decode=True)
-    if not header_map:
-        return
     args = arguments or {}
     for arg, header in header_map.items():
         _check_param(headers, f"Mcp-Param-{header}", args.get(arg))

@@ -121,11 +121,11 @@ class RoundEngine:
             input_requests=dict(asks) if asks else UNSET, request_state=token
         )
 
-
     def _new_flow_id(self) -> str:
         if self._random is not None:
             return self._random(12).hex()
         return f"{self._prefix}{next(self._serial):012x}"
+
 
 def _request_of(item: InputRequest | Ask[object]) -> InputRequest:
     return item.request if isinstance(item, Ask) else item
