@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "AT",
+    "BASE",
     "FLOOR",
     "MRTR",
     "SDKS",
@@ -31,6 +32,7 @@ __all__ = [
 ]
 
 MRTR = "mrtr"
+BASE = "mrtr-base"  # an older checkout served beside mrtr (`--baseline REF`)
 FLOOR = "floor-uvicorn"
 SDKS = ("sdk", "sdk-json", "sdk-manual")
 WORKLOADS = ("call1", "mrtr2", "mrtr3", "list")
@@ -278,6 +280,22 @@ def _ratios(results: Results, cells: Mapping[Key, Cell]) -> list[str]:
     return lines
 
 
+def _baseline(results: Results, cells: Mapping[Key, Cell]) -> list[str]:
+    if BASE not in results.get("targets", {}):
+        return []
+    _, workloads, concs = _grid(results)
+    lines = ["", "## Against the baseline (ops/s, same run)", "",
+             f"| workload | c | {MRTR} | {BASE} | change |", "|---|---:|---:|---:|---:|"]
+    for w in workloads:
+        for c in concs:
+            mine, base = cells.get((MRTR, w, c)), cells.get((BASE, w, c))
+            change = ratio(mine.ops if mine else None, base.ops if base else None)
+            text = "—" if change is None else f"{change - 1:+.1%}"
+            lines.append(f"| {w} | {c} | {_num(mine.ops if mine else None)} | "
+                         f"{_num(base.ops if base else None)} | {text} |")
+    return lines
+
+
 def render(results: Results, micro: Mapping[str, float] | None) -> tuple[str, list[Check]]:
     """report.md for one suite run and its target checks."""
     cells = table(results)
@@ -290,6 +308,7 @@ def render(results: Results, micro: Mapping[str, float] | None) -> tuple[str, li
     lines += _throughput(results, cells)
     lines += _memory(results)
     lines += _ratios(results, cells)
+    lines += _baseline(results, cells)
     lines += ["", "## Micro-benchmarks (µs per op)", ""]
     if micro:
         lines += [f"- {name}: {value:.2f} µs" for name, value in micro.items()]

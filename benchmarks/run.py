@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from benchmarks.report import FLOOR, MRTR, SDKS, met, render
+from benchmarks.report import BASE, FLOOR, MRTR, SDKS, met, render
 from benchmarks.report import WORKLOADS as REPORTED_WORKLOADS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,7 +68,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--bench-venv", type=Path, default=REPO / ".venv-bench",
                    help="virtualenv for the harness and the SDK (created when missing)")
     p.add_argument("--out", type=Path, help="output folder (default benchmarks/results/<stamp>)")
-    p.add_argument("--only", default=ONLY, help=f"targets to run (default {ONLY})")
+    p.add_argument("--only", help=f"targets to run (default {ONLY}, plus {BASE} with --baseline)")
+    p.add_argument("--baseline", metavar="REF",
+                   help=f"also serve git REF of this checkout as target {BASE}, in the same run")
     p.add_argument("--workloads", default=WORKLOADS, help=f"default {WORKLOADS}")
     p.add_argument("--concurrency", default="1,32", help="default 1,32")
     p.add_argument("--repeats", type=int, help="runs per cell (default 3)")
@@ -84,6 +86,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--strict", action="store_true",
                    help="exit 1 unless every target is met (not measured counts as missed)")
     a = p.parse_args(argv)
+    if a.only is None:
+        a.only = ONLY + (f",{BASE}" if a.baseline else "")
     for name, default in DEFAULTS.items():
         if getattr(a, name) is None:
             setattr(a, name, QUICK.get(name, default) if a.quick else default)
@@ -124,8 +128,14 @@ def _check(argv: list[str], what: str, timeout: float) -> None:
         raise Abort(f"benchmarks: {what} failed: {exc}", status=1) from exc
 
 
-def targets_spec(shared_targets: dict[str, Any], mrtr: Path) -> dict[str, Any]:
-    """The targets file: the SDK and floor entries as they are, plus mrtr served by `mrtr`."""
+def targets_spec(
+    shared_targets: dict[str, Any], mrtr: Path, base: Path | None = None
+) -> dict[str, Any]:
+    """The targets file: the SDK and floor entries as they are, plus mrtr served by `mrtr`.
+
+    With `base` (an exported older checkout), also `mrtr-base`: the same command serving that
+    checkout's code, so before and after are measured side by side in one run.
+    """
     spec: dict[str, Any] = {"_doc": "written by benchmarks/run.py from the shared targets.json"}
     spec.update({name: shared_targets[name] for name in COPIED if name in shared_targets})
     spec["mrtr"] = {
@@ -136,7 +146,23 @@ def targets_spec(shared_targets: dict[str, Any], mrtr: Path) -> dict[str, Any]:
         "env": {"PYTHONPATH": str(REPO)},
         "path": "/mcp",
     }
+    if base is not None:
+        spec[BASE] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, baseline checkout",
+                      "env": {"PYTHONPATH": f"{base / 'src'}{os.pathsep}{base}"}}
     return spec
+
+
+def export_baseline(ref: str, into: Path) -> Path:
+    """`git archive` of `ref` unpacked into `into`/baseline; Abort when the ref is unknown."""
+    base = into / "baseline"
+    base.mkdir(parents=True, exist_ok=True)
+    try:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", ref], check=True,
+                                 capture_output=True, timeout=120).stdout
+        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True, timeout=120)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+        raise Abort(f"benchmarks: cannot export baseline {ref!r}: {exc}") from exc
+    return base
 
 
 def make_workdir(shared: Path, parent: Path) -> Path:
@@ -224,7 +250,10 @@ def prepare(a: argparse.Namespace) -> Setup:
     mrtr = REPO / ".venv" / "bin" / "mrtr"
     if not mrtr.exists():
         raise Abort(f"benchmarks: {mrtr} is missing (run `make` to create the project venv)")
-    spec = targets_spec(json.loads((shared / "targets.json").read_text()), mrtr)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = (a.out or REPO / "benchmarks" / "results" / stamp).resolve()
+    base = export_baseline(a.baseline, out) if a.baseline else None
+    spec = targets_spec(json.loads((shared / "targets.json").read_text()), mrtr, base)
     names = [n for n in a.only.split(",") if n]
     unknown = [n for n in names if n not in spec or n.startswith("_")]
     if unknown or not names:
@@ -232,8 +261,6 @@ def prepare(a: argparse.Namespace) -> Setup:
         raise Abort(f"benchmarks: unknown target(s) {', '.join(unknown) or '(none)'}; "
                     f"known: {known}")
     python = ensure_venv(a.bench_venv.resolve(), shared / "requirements.txt")
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = (a.out or REPO / "benchmarks" / "results" / stamp).resolve()
     out.mkdir(parents=True, exist_ok=True)
     (out / "targets.json").write_text(json.dumps(spec, indent=1) + "\n")
     return Setup(python, shared, out, names)

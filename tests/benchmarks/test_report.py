@@ -160,3 +160,14 @@ def test_render_degrades_gracefully() -> None:
     assert "| mrtr | target failed |" not in bare  # nothing was attempted: no tables
     assert "- N/A  mrtr RSS after load ≤ 40 MiB — not measured" in bare
     assert bare.endswith("Verdict: 0 missed, 2 not measured.\n")
+
+
+def test_baseline_section_compares_mrtr_with_the_older_checkout() -> None:
+    results = {"targets": {
+        "mrtr": {"cells": [cell("call1", 32, run(21_000, 1, 2))]},
+        "mrtr-base": {"cells": [cell("call1", 32, run(20_000, 1, 2))]},
+    }}
+    text, _ = render(results, None)
+    assert "## Against the baseline (ops/s, same run)" in text
+    assert "| call1 | 32 | 21,000 | 20,000 | +5.0% |" in text
+    assert "Against the baseline" not in render(RESULTS, None)[0]

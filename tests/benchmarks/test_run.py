@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.run import REPO, Abort, find_shared, make_workdir, parse_args, targets_spec
+from benchmarks.run import (
+    REPO,
+    Abort,
+    export_baseline,
+    find_shared,
+    make_workdir,
+    parse_args,
+    targets_spec,
+)
 
 
 def test_quick_sets_short_runs_and_explicit_options_win() -> None:
@@ -15,6 +23,8 @@ def test_quick_sets_short_runs_and_explicit_options_win() -> None:
     full = parse_args([])
     assert (full.repeats, full.duration, full.quiet_wait, full.retry_disturbed) == (3, 5, 60, 2)
     assert full.only == "mrtr,sdk,sdk-json,sdk-manual,floor-uvicorn"
+    assert parse_args(["--baseline", "HEAD~1"]).only.endswith(",floor-uvicorn,mrtr-base")
+    assert parse_args(["--baseline", "x", "--only", "mrtr"]).only == "mrtr"
 
 
 def test_missing_shared_folder_is_a_clear_exit_2(tmp_path: Path,
@@ -48,3 +58,22 @@ def test_workdir_links_the_shared_files_and_owns_results(tmp_path: Path) -> None
     assert (work / "servers").is_symlink()
     assert (work / "results").is_dir() and not (work / "results").is_symlink()
     assert make_workdir(shared, tmp_path / "out") == work  # idempotent
+
+
+def test_baseline_target_serves_the_exported_checkout(tmp_path: Path) -> None:
+    spec = targets_spec({}, Path("/x/.venv/bin/mrtr"), tmp_path / "baseline")
+    assert spec["mrtr-base"]["cmd"] == spec["mrtr"]["cmd"]
+    assert spec["mrtr-base"]["env"] == {
+        "PYTHONPATH": f"{tmp_path / 'baseline' / 'src'}:{tmp_path / 'baseline'}"}
+    assert "mrtr-base" not in targets_spec({}, Path("/x/.venv/bin/mrtr"))
+
+
+def test_export_baseline_unpacks_the_ref_and_refuses_unknown_refs(tmp_path: Path) -> None:
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout: nothing to export")
+    base = export_baseline("HEAD", tmp_path)
+    assert (base / "src" / "mrtr" / "__init__.py").is_file()
+    assert (base / "benchmarks" / "server.py").is_file()
+    with pytest.raises(Abort) as info:
+        export_baseline("no-such-ref-anywhere", tmp_path / "other")
+    assert info.value.status == 2 and "no-such-ref-anywhere" in str(info.value)
