@@ -16,6 +16,7 @@ from mrtr.protocol import PROTOCOL_VERSION, CallToolRequest
 from mrtr.server import CachePolicy, Dispatcher, Peer, Reply, Sealer
 from mrtr.server._peer import NotificationSink
 from mrtr.server._sealing import Binding
+from tests.server import wire
 from tests.server.wire import WireClient, check_reply, require_schema
 
 app = Server("disp", version="2.0.0", instructions="Be nice.",
@@ -341,3 +342,15 @@ def test_every_reply_validates(client: WireClient) -> None:
     client.send("tools/call", {"name": "echo", "arguments": {"text": "x"}})
     client.send("ping")
     assert client.checked == 3
+
+
+def test_without_the_schema_behaviour_still_runs_and_is_reported(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wire, "_schema", lambda: None)
+    before = wire.UNCHECKED["tools/call"]
+    with WireClient(app) as client:
+        result = client.request("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+    assert result["content"] == [{"type": "text", "text": "x"}]
+    assert wire.UNCHECKED["tools/call"] == before + 1
+    with pytest.raises(pytest.skip.Exception, match=r"\.\./shared is absent"):
+        require_schema()
