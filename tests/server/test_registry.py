@@ -58,6 +58,19 @@ def test_structured_output_schema() -> None:
 
     assert app.tables.tools["quote"].tool.output_schema["properties"] == {  # type: ignore[index]
         "price": {"type": "integer"}}
+    check = app.tables.tools["quote"].check_output  # compiled once, here
+    assert check is not None and check({"price": 3}) is None
+    assert check({"price": "3"}) == "price: '3' is not of type 'integer'"
+
+
+def test_tools_without_output_schema_have_no_output_check() -> None:
+    app = Server("r")
+
+    @app.tool()
+    async def echo(text: str) -> str:
+        return text
+
+    assert app.tables.tools["echo"].check_output is None
 
 
 def test_verbatim_input_schema() -> None:

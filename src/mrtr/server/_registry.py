@@ -28,6 +28,7 @@ from mrtr.server._schema import (
     ArgumentsInvalid,
     convert_arguments,
     docstring_summary,
+    output_checker,
     return_schema,
     signature_schema,
 )
@@ -56,6 +57,7 @@ class ToolEntry:
     ask_if_missing: Mapping[str, tuple[str, dict[str, object]]]
     header_map: dict[str, str]
     wants_ctx: bool
+    check_output: Callable[[object], str | None] | None = None  # None: no outputSchema
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +147,9 @@ class Server:
                 annotations=annotations if annotations is not None else UNSET,
             )
             header_map = tool_header_map(schema)
+            check = output_checker(out) if out is not None else None
             self.tables.tools[tool_name] = ToolEntry(
-                tool, _as_async(fn), convert, asks, header_map, ctx_param is not None
+                tool, _as_async(fn), convert, asks, header_map, ctx_param is not None, check
             )
             return fn
 
