@@ -288,13 +288,24 @@ def _context_param(fn: Callable[..., object]) -> str | None:
 
 
 def _as_async(fn: Callable[..., Any]) -> Handler:
-    """Async handlers run as they are; sync ones in a worker thread so they cannot block."""
+    """Async handlers run as they are; sync ones in a worker thread so they cannot block.
+
+    A thread cannot be interrupted: when the awaiting task is cancelled (client gone, timeout)
+    the thread runs on, and `ctx.cancelled` is set so a handler that takes a Context can stop.
+    """
     if inspect.iscoroutinefunction(fn):
         return fn
 
     @functools.wraps(fn)
     async def call(*args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        if not (args and isinstance(args[0], Context)):  # the Context, when wanted, comes first
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        cancelled = args[0].cancelled  # made here, on the loop, before the thread can race for it
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
 
     return call
 
