@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import pytest
 
-from mrtr import Context, Server
-from mrtr.errors import HeaderMismatch, InvalidParams, ParseError
+from mrtr import Context, Header, Server
+from mrtr.errors import HeaderMismatch, InvalidParams, InvalidRequestState, ParseError
 from mrtr.protocol import PROTOCOL_VERSION, CallToolRequest
 from mrtr.server import CachePolicy, Dispatcher, Peer, Reply, Sealer
 from mrtr.server._peer import NotificationSink
+from mrtr.server._sealing import Binding
+from tests.server import wire
 from tests.server.wire import WireClient, check_reply, require_schema
 
 app = Server("disp", version="2.0.0", instructions="Be nice.",
              cache=CachePolicy(ttl_ms=5_000, scope="public"))
+bare = Server("bare")
 
 
 @app.tool()
@@ -29,6 +32,11 @@ async def sample_me(ctx: Context) -> str:
 @app.tool()
 async def echo(text: str) -> str:
     return text
+
+
+@app.tool()
+async def locate(region: Annotated[str, Header("Region")]) -> str:
+    return f"at {region}"
 
 
 @app.prompt()
@@ -63,8 +71,6 @@ async def complete_asks(ctx: Context, argument: str, value: str,
                         context: dict[str, str]) -> list[str]:
     return ["yes"] if await ctx.confirm("Really?") else []
 
-
-bare = Server("bare")
 
 
 @pytest.fixture()
@@ -104,12 +110,21 @@ def test_invalid_request_echoes_readable_id(client: WireClient) -> None:
     assert body["id"] == 3 and body["error"]["code"] == -32600
 
 
-def test_version_checked_before_method(client: WireClient) -> None:
+@pytest.mark.parametrize(("server", "method", "params"), [
+    (app, "unknown/method", {}),  # rejected while decoding (protocol layer)
+    (app, "tasks/get", {"taskId": "t-1"}),  # decodes, but this dispatcher has no route for it
+    (bare, "tools/list", {}),  # routed, but not advertised by a server without tools
+], ids=["undecodable-method", "unrouted-method", "unadvertised-method"])
+def test_version_checked_before_method(server: Server, method: str,
+                                       params: dict[str, Any]) -> None:
+    # A method that would be -32601 with an unsupported version: the version error wins (#20 M06).
     meta: dict[str, object] = {"io.modelcontextprotocol/protocolVersion": "v999.0.0"}
-    reply = decoded(serve(client, message(client, "unknown/method", meta=meta)))
-    assert reply["error"]["code"] in (-32022, -32601)
-    reply = decoded(serve(client, message(client, "tools/list", meta=meta)))
-    assert reply["error"]["code"] == -32022 and reply["id"] == 5
+    with WireClient(server) as client:
+        reply = serve(client, message(client, method, params, meta=meta))
+    assert reply is not None and reply.http_status == 400
+    assert decoded(reply) == {"jsonrpc": "2.0", "id": 5, "error": {
+        "code": -32022, "message": "Unsupported protocol version",
+        "data": {"supported": [PROTOCOL_VERSION], "requested": "v999.0.0"}}}
 
 
 def test_headers_checked_before_version(client: WireClient) -> None:
@@ -134,6 +149,35 @@ def test_wrong_name_header_is_a_mismatch(client: WireClient) -> None:
                "mcp-name": "other"}
     reply = serve(client, data, headers)
     assert reply is not None and decoded(reply)["error"]["code"] == -32020
+
+
+def param_headers(region: str | None) -> dict[str, str]:
+    headers = {"mcp-protocol-version": PROTOCOL_VERSION, "mcp-method": "tools/call",
+               "mcp-name": "locate"}
+    if region is not None:
+        headers["mcp-param-region"] = region
+    return headers
+
+
+@pytest.mark.parametrize("region", ["us-west-2", " us-west-2 "])
+def test_matching_param_header_passes(client: WireClient, region: str) -> None:
+    data = message(client, "tools/call", {"name": "locate", "arguments": {"region": "us-west-2"}})
+    reply = serve(client, data, param_headers(region))
+    assert reply is not None and reply.error is None
+    assert decoded(reply)["result"]["content"] == [{"type": "text", "text": "at us-west-2"}]
+
+
+@pytest.mark.parametrize("region", ["eu-west-1", None, "US-WEST-2"])
+def test_mismatching_param_header_is_rejected(client: WireClient, region: str | None) -> None:
+    # A value that differs from the argument, or a missing header, is -32020 / HTTP 400 (#20 M07).
+    data = message(client, "tools/call", {"name": "locate", "arguments": {"region": "us-west-2"}})
+    with pytest.raises(HeaderMismatch, match="Mcp-Param-Region"):
+        client.dispatcher.receive(data, param_headers(region))
+    reply = serve(client, data, param_headers(region))
+    assert reply is not None and isinstance(reply.error, HeaderMismatch)
+    assert reply.http_status == 400
+    body = decoded(reply)
+    assert body["id"] == 5 and body["error"]["code"] == -32020
 
 
 def test_receive_returns_the_typed_request(client: WireClient) -> None:
@@ -246,8 +290,28 @@ def test_completion_for_unknown_ref_is_empty(client: WireClient) -> None:
 
 # -- construction ----------------------------------------------------------------------------------
 def test_default_sealer_is_ephemeral_per_dispatcher() -> None:
+    # A state sealed by one dispatcher's default key opens there and nowhere else.
     one, two = Dispatcher(app), Dispatcher(app)
-    assert isinstance(one.sealer, Sealer) and one.sealer is not two.sealer
+    binding = Binding(method="tools/call", target="t", arguments_digest=b"d", principal=None)
+    token = one.sealer.seal(b"journal", binding)
+    assert one.sealer.unseal(token, binding).body == b"journal"
+    with pytest.raises(InvalidRequestState):
+        two.sealer.unseal(token, binding)
+
+
+def test_dispatchers_sharing_a_key_open_each_others_states() -> None:
+    key = bytes(range(32))
+    one, two = (Dispatcher(app, sealer=Sealer(keys=[key], audience="disp")) for _ in range(2))
+    with WireClient(app) as client:
+        client.dispatcher = one
+        first = client.send("tools/call", {"name": "sample_me", "arguments": {}})["result"]
+        client.dispatcher = two
+        answer = {"role": "assistant", "content": {"type": "text", "text": "hi"},
+                  "model": "m-1", "stopReason": "endTurn"}
+        second = client.send("tools/call", {"name": "sample_me", "arguments": {},
+                                            "requestState": first["requestState"],
+                                            "inputResponses": {"s": answer}})
+    assert second["result"]["content"] == [{"type": "text", "text": "m-1"}]
 
 
 def test_sink_receives_notifications() -> None:
@@ -278,3 +342,15 @@ def test_every_reply_validates(client: WireClient) -> None:
     client.send("tools/call", {"name": "echo", "arguments": {"text": "x"}})
     client.send("ping")
     assert client.checked == 3
+
+
+def test_without_the_schema_behaviour_still_runs_and_is_reported(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wire, "_schema", lambda: None)
+    before = wire.UNCHECKED["tools/call"]
+    with WireClient(app) as client:
+        result = client.request("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+    assert result["content"] == [{"type": "text", "text": "x"}]
+    assert wire.UNCHECKED["tools/call"] == before + 1
+    with pytest.raises(pytest.skip.Exception, match=r"\.\./shared is absent"):
+        require_schema()

@@ -187,7 +187,7 @@ def test_request_state(client: WireClient) -> None:
                   requestState=first["requestState"],
                   inputResponses={"confirm": accept({"ok": True})})["result"]
     assert second["resultType"] == "complete"
-    assert "state-ok" in second["content"][0]["text"]
+    assert second["content"] == [{"type": "text", "text": "state-ok: ok=True"}]
 
 
 def test_multiple_input_requests(client: WireClient) -> None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 import msgspec
 import pytest
 
 from mrtr import Context, Server
-from mrtr.protocol import Resource, ResourceTemplate, ToolAnnotations
-from mrtr.server import CachePolicy
+from mrtr.protocol import PROTOCOL_VERSION, Resource, ResourceTemplate, ToolAnnotations
+from mrtr.server import CachePolicy, Dispatcher, Peer
+from mrtr.testing import TestClient
 
 
 class Quote(msgspec.Struct):
@@ -58,6 +62,19 @@ def test_structured_output_schema() -> None:
 
     assert app.tables.tools["quote"].tool.output_schema["properties"] == {  # type: ignore[index]
         "price": {"type": "integer"}}
+    check = app.tables.tools["quote"].check_output  # compiled once, here
+    assert check is not None and check({"price": 3}) is None
+    assert check({"price": "3"}) == "price: '3' is not of type 'integer'"
+
+
+def test_tools_without_output_schema_have_no_output_check() -> None:
+    app = Server("r")
+
+    @app.tool()
+    async def echo(text: str) -> str:
+        return text
+
+    assert app.tables.tools["echo"].check_output is None
 
 
 def test_verbatim_input_schema() -> None:
@@ -141,3 +158,49 @@ def test_defaults() -> None:
     app = Server("r")
     assert (app.version, app.page_size, app.cache) == ("0.0.0", 100, CachePolicy())
     assert CachePolicy().scope in ("public", "private") and CachePolicy().ttl_ms >= 0
+
+
+# -- sync handlers and cancellation ---------------------------------------------------------------
+@pytest.mark.parametrize("ending", ["cancelled", "timed-out"])
+def test_sync_handler_sees_the_request_cancelled(ending: str) -> None:
+    app = Server("r")
+    started, stopped = threading.Event(), threading.Event()
+
+    @app.tool()
+    def crunch(ctx: Context) -> str:
+        started.set()
+        if ctx.cancelled.wait(5):  # a long job, polling for cancellation between its steps
+            stopped.set()
+        return "done"
+
+    request = msgspec.json.encode({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "crunch", "arguments": {}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {}}}})
+
+    async def main() -> None:
+        handling = Dispatcher(app).handle_bytes(request, Peer())
+        if ending == "timed-out":
+            task = asyncio.create_task(asyncio.wait_for(handling, timeout=0.2))
+        else:
+            task = asyncio.create_task(handling)
+        assert await asyncio.to_thread(started.wait, 5)
+        if ending == "cancelled":
+            task.cancel()
+        await asyncio.wait({task}, timeout=5)
+        assert task.done()
+        assert await asyncio.to_thread(stopped.wait, 2), "the handler never saw the cancellation"
+
+    asyncio.run(main())
+
+
+def test_sync_handler_not_cancelled_finishes_normally() -> None:
+    app = Server("r")
+
+    @app.tool()
+    def quick(ctx: Context) -> str:
+        return f"cancelled={ctx.cancelled.is_set()}"
+
+    with TestClient(app) as client:
+        result = client.request("tools/call", {"name": "quick", "arguments": {}})
+    assert result["content"] == [{"type": "text", "text": "cancelled=False"}]

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
+import logging
+from typing import Any, TypedDict
 
 import msgspec
 import pytest
 
+from mrtr import Server, ToolError
 from mrtr.protocol import (
     UNSET,
     BlobResourceContents,
@@ -19,6 +23,7 @@ from mrtr.protocol import (
     TextResourceContents,
 )
 from mrtr.server._results import prompt_result, resource_contents, tool_error, tool_result
+from tests.server.wire import WireClient
 
 
 class Point(msgspec.Struct):
@@ -80,3 +85,98 @@ def test_resource_contents_shapes() -> None:
     assert resource_contents(given, "u://x", None) == [given]
     assert resource_contents([given, given], "u://x", None) == [given, given]
     assert resource_contents(ReadResourceResult(contents=[given]), "u://x", None) == [given]
+
+
+# -- what reaches the wire (through the Dispatcher) ------------------------------------------------
+class Reading(TypedDict):
+    sensor: str
+    value: float
+
+
+def serve_value(value: object, caplog: pytest.LogCaptureFixture,
+                annotation: object = Any) -> dict[str, Any]:
+    """Call a tool returning `value` (declared as returning `annotation`); the tools/call result."""
+    app = Server("results")
+
+    async def give() -> Any:
+        return value
+
+    give.__annotations__["return"] = annotation
+    app.tool("give")(give)
+    with caplog.at_level(logging.ERROR, logger="mrtr.server"), WireClient(app) as client:
+        reply = client.send("tools/call", {"name": "give", "arguments": {}})
+    assert "error" not in reply, reply  # never a wire error (#11 item 6)
+    result: dict[str, Any] = reply["result"]
+    return result
+
+
+UNSERIALISABLE = {
+    "object": object(),
+    "complex-in-dict": {"z": complex(1, 2)},
+    "tuple-keys": {(1, 2): "pair"},
+    "lone-surrogate": "bad \ud800 text",
+    "block-with-object": TextContent(text=object()),  # type: ignore[arg-type]
+    "blocks-with-complex": [TextContent(text="ok"), TextContent(text=1j)],  # type: ignore[arg-type]
+    "result-with-object": CallToolResult(content=[], structured_content={"at": object()}),
+}
+
+
+@pytest.mark.parametrize("value", UNSERIALISABLE.values(), ids=UNSERIALISABLE.keys())
+def test_unserialisable_result_is_an_error_result(value: object,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    result = serve_value(value, caplog)
+    assert result["isError"] is True
+    assert result["content"] == [
+        {"type": "text", "text": "Tool give returned a result that cannot be serialised."}]
+    assert "give returned a result that cannot be serialised" in caplog.text  # reason logged
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    ({3, 1}, "[1,3]"),
+    ({"at": dt.datetime(2026, 1, 2, 3, 4, 5)}, '{"at":"2026-01-02T03:04:05"}'),
+    (b"\x00\x01", '"AAE="'),
+    ({1: "one"}, '{"1":"one"}'),
+    ("caf\u00e9", "caf\u00e9"),
+])
+def test_json_oddities_that_can_be_sent_are_results(value: object, text: str,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    result = serve_value(value, caplog)
+    assert "isError" not in result and result["content"] == [{"type": "text", "text": text}]
+
+
+def test_structured_content_matching_the_output_schema_is_sent(
+        caplog: pytest.LogCaptureFixture) -> None:
+    result = serve_value({"sensor": "t1", "value": 2.5}, caplog, Reading)
+    assert result["structuredContent"] == {"sensor": "t1", "value": 2.5}
+    assert "isError" not in result and caplog.text == ""
+
+
+@pytest.mark.parametrize(("value", "reason"), [
+    ({"sensor": "t1"}, "'value' is a required property"),
+    ({"sensor": "t1", "value": "hot"}, "value: 'hot' is not of type 'number'"),
+    ([1, 2], "is not of type 'object'"),
+    ("just text", "structuredContent is missing"),
+    (CallToolResult(content=[], structured_content={"sensor": 7, "value": 1}),
+     "sensor: 7 is not of type 'string'"),
+])
+def test_structured_content_not_matching_the_output_schema_is_an_error_result(
+        value: object, reason: str, caplog: pytest.LogCaptureFixture) -> None:
+    result = serve_value(value, caplog, Reading)  # TOOL-02
+    assert result["isError"] is True and "structuredContent" not in result
+    text = "Tool give returned a result that does not match its output schema."
+    assert result["content"] == [{"type": "text", "text": text}]
+    assert "does not match its outputSchema" in caplog.text and reason in caplog.text
+
+
+def test_tool_failures_keep_their_message_under_an_output_schema(
+        caplog: pytest.LogCaptureFixture) -> None:
+    app = Server("results")
+
+    @app.tool()
+    async def failing() -> Reading:
+        raise ToolError("sensor offline")
+
+    with WireClient(app) as client:
+        result = client.request("tools/call", {"name": "failing", "arguments": {}})
+    assert result["isError"] is True
+    assert result["content"] == [{"type": "text", "text": "sensor offline"}]

@@ -18,6 +18,7 @@ from mrtr.server._schema import (
     ToolSignature,
     convert_arguments,
     docstring_summary,
+    output_checker,
     return_schema,
     signature_schema,
 )
@@ -292,3 +293,11 @@ def test_docstring_summary() -> None:
     assert docstring_summary(book) == "Book a return pickup."
     assert docstring_summary(wrapped) == "First line continues here."
     assert docstring_summary(undocumented) is None
+
+
+def test_output_checker_names_the_first_problem() -> None:
+    check = output_checker({"type": "object", "properties": {"n": {"type": "integer"}},
+                            "required": ["n"]})
+    assert check({"n": 1}) is None
+    assert check({}) == "structuredContent: 'n' is a required property"
+    assert check({"n": 1.5}) == "n: 1.5 is not of type 'integer'"

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
@@ -114,6 +115,19 @@ class Context:
     def round(self) -> int:
         """1 for the first request of a flow, 2 for its first retry, and so on."""
         return self._round.state.round + 1
+
+    _cancelled: threading.Event | None = None  # made on first use: only sync handlers need it
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the request is cancelled (client gone, timeout) while a sync handler runs.
+
+        A sync handler keeps running in its worker thread after cancellation; poll this, or
+        `wait()` on it, to stop early. Async handlers see `asyncio.CancelledError` instead.
+        """
+        if self._cancelled is None:
+            self._cancelled = threading.Event()
+        return self._cancelled
 
     @property
     def input_responses(self) -> Mapping[str, object]:

@@ -28,6 +28,7 @@ from mrtr.server._schema import (
     ArgumentsInvalid,
     convert_arguments,
     docstring_summary,
+    output_checker,
     return_schema,
     signature_schema,
 )
@@ -56,6 +57,7 @@ class ToolEntry:
     ask_if_missing: Mapping[str, tuple[str, dict[str, object]]]
     header_map: dict[str, str]
     wants_ctx: bool
+    check_output: Callable[[object], str | None] | None = None  # None: no outputSchema
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +147,9 @@ class Server:
                 annotations=annotations if annotations is not None else UNSET,
             )
             header_map = tool_header_map(schema)
+            check = output_checker(out) if out is not None else None
             self.tables.tools[tool_name] = ToolEntry(
-                tool, _as_async(fn), convert, asks, header_map, ctx_param is not None
+                tool, _as_async(fn), convert, asks, header_map, ctx_param is not None, check
             )
             return fn
 
@@ -285,13 +288,24 @@ def _context_param(fn: Callable[..., object]) -> str | None:
 
 
 def _as_async(fn: Callable[..., Any]) -> Handler:
-    """Async handlers run as they are; sync ones in a worker thread so they cannot block."""
+    """Async handlers run as they are; sync ones in a worker thread so they cannot block.
+
+    A thread cannot be interrupted: when the awaiting task is cancelled (client gone, timeout)
+    the thread runs on, and `ctx.cancelled` is set so a handler that takes a Context can stop.
+    """
     if inspect.iscoroutinefunction(fn):
         return fn
 
     @functools.wraps(fn)
     async def call(*args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        if not (args and isinstance(args[0], Context)):  # the Context, when wanted, comes first
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        cancelled = args[0].cancelled  # made here, on the loop, before the thread can race for it
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
 
     return call
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -22,7 +23,14 @@ from mrtr.protocol import (
     TextResourceContents,
 )
 
-__all__ = ["ToolError", "prompt_result", "resource_contents", "tool_error", "tool_result"]
+__all__ = [
+    "ToolError",
+    "checked_tool_result",
+    "prompt_result",
+    "resource_contents",
+    "tool_error",
+    "tool_result",
+]
 
 _BLOCKS = (TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource)
 _JSON = msgspec.json.Encoder()
@@ -39,17 +47,51 @@ def tool_error(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(text=text)], is_error=True)
 
 
+def checked_tool_result(
+    name: str,
+    value: object,
+    check: Callable[[object], str | None] | None,
+    log: logging.Logger,
+) -> CallToolResult:
+    """`tool_result`, with values JSON cannot carry and structuredContent that does not match
+    the tool's outputSchema (TOOL-02: `check`) turned into `isError` results; reasons logged."""
+    try:
+        result = tool_result(value, structured=check is not None)
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
+        log.error("tool %s returned a result that cannot be serialised: %s", name, exc)
+        return tool_error(f"Tool {name} returned a result that cannot be serialised.")
+    if check is None or result.is_error is True:
+        return result
+    if result.structured_content is UNSET:
+        problem: str | None = "structuredContent is missing"
+    else:
+        problem = check(result.structured_content)
+    if problem is not None:
+        log.error("tool %s returned a result that does not match its outputSchema: %s",
+                  name, problem)
+        return tool_error(f"Tool {name} returned a result that does not match its output schema.")
+    return result
+
+
 def tool_result(value: object, *, structured: bool) -> CallToolResult:
-    """Content for `value`: text, a content block or list of them, or JSON (+ structuredContent)."""
-    if isinstance(value, CallToolResult):
-        return value
+    """Content for `value`: text, a content block or list of them, or JSON (+ structuredContent).
+
+    Raises TypeError or ValueError (UnicodeEncodeError) when `value` cannot be sent as JSON.
+    """
+    if isinstance(value, str):
+        if not value.isascii():
+            value.encode()  # a lone surrogate cannot be sent; ASCII (the common case) always can
+        return CallToolResult(content=[TextContent(text=value)])
     if value is None:
         return CallToolResult(content=[])
-    if isinstance(value, str):
-        return CallToolResult(content=[TextContent(text=value)])
+    if isinstance(value, CallToolResult):
+        _JSON.encode(value)  # built by the handler: any field may hold what JSON cannot carry
+        return value
     if isinstance(value, _BLOCKS):
+        _JSON.encode(value)
         return CallToolResult(content=[value])
     if isinstance(value, list | tuple) and value and all(isinstance(v, _BLOCKS) for v in value):
+        _JSON.encode(value)
         return CallToolResult(content=list(value))
     data = msgspec.to_builtins(value)
     text = _JSON.encode(data).decode()

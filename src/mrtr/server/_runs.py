@@ -29,10 +29,10 @@ from mrtr.server._peer import NotificationSink, Peer
 from mrtr.server._registry import Server, ToolEntry
 from mrtr.server._results import (
     ToolError,
+    checked_tool_result,
     prompt_result,
     resource_contents,
     tool_error,
-    tool_result,
 )
 from mrtr.server._rounds import RoundEngine
 from mrtr.server._schema import ArgumentsInvalid
@@ -122,7 +122,7 @@ class Runner:
             out = tool_error(f"Tool {params.name} failed.")
         if isinstance(out, InputRequiredResult):
             return _with_meta(out, self._meta)
-        result = tool_result(out, structured=entry.tool.output_schema is not UNSET)
+        result = checked_tool_result(params.name, out, entry.check_output, self._log)
         return _with_meta(result, self._meta)
 
     # -- prompts/get -----------------------------------------------------------------------------

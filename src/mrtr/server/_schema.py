@@ -27,6 +27,7 @@ __all__ = [
     "ToolSignature",
     "convert_arguments",
     "docstring_summary",
+    "output_checker",
     "return_schema",
     "signature_schema",
 ]
@@ -211,6 +212,25 @@ def return_schema(fn: Callable[..., object]) -> dict[str, object] | None:
     while typing.get_origin(tp) is Annotated:
         tp = typing.get_args(tp)[0]
     return _inline(tp) if _is_object_type(tp) else None
+
+
+def output_checker(schema: Mapping[str, object]) -> Callable[[object], str | None]:
+    """A check of structuredContent against `schema` (JSON Schema 2020-12), compiled once.
+
+    The check returns why the value does not match, or None when it does (TOOL-02).
+    """
+    import jsonschema  # type: ignore[import-untyped]  # only tools with an outputSchema pay
+
+    validator = jsonschema.Draft202012Validator(schema)
+
+    def check(value: object) -> str | None:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path) or "structuredContent"
+        return f"{where}: {error.message}"
+
+    return check
 
 
 def docstring_summary(fn: Callable[..., object]) -> str | None:
