@@ -140,8 +140,8 @@ def cli_env() -> dict[str, str]:
 
 def spawn_cli(*args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
     """Start `python -m mrtr.cli ARGS` in the checkout."""
-    return subprocess.Popen([sys.executable, "-m", "mrtr.cli", *args], cwd=ROOT, env=cli_env(),
-                            **kwargs)
+    kwargs.setdefault("env", cli_env())
+    return subprocess.Popen([sys.executable, "-m", "mrtr.cli", *args], cwd=ROOT, **kwargs)
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
