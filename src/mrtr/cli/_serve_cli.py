@@ -42,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _run_serve(args: argparse.Namespace) -> int:
     from mrtr.transports._serve import serve
 
+    stdout = sys.stdout
     if args.stdio:
         # stdout belongs to the protocol: stray print() calls in tools must not corrupt it.
         sys.stdout = sys.stderr
@@ -60,6 +61,8 @@ def _run_serve(args: argparse.Namespace) -> int:
     except (ValueError, ImportError, AttributeError) as exc:
         print(f"mrtr serve: {exc}", file=sys.stderr)
         return 2
+    finally:
+        sys.stdout = stdout  # main() may be called in-process (tests, embedding)
 
 
 def _run_generate(args: argparse.Namespace) -> int:

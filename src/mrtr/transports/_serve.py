@@ -51,7 +51,6 @@ def serve(
     status. Raises ValueError for a bad target or key.
     """
     _import_path()
-    target = absolute_target(target)
     if keys is None and os.environ.get(KEYS_ENV):
         keys = parse_keys(os.environ[KEYS_ENV])
     if stdio:
@@ -101,7 +100,7 @@ def _serve_workers(
         os.environ[KEYS_ENV] = ",".join(k.hex() for k in keys)
     load_dispatcher(target, parse_keys(os.environ[KEYS_ENV]))  # fail early, in the parent
     os.environ.update({
-        _TARGET_ENV: target,
+        _TARGET_ENV: absolute_target(target),  # workers may resolve a relative path elsewhere
         _PATH_ENV: path,
         _HOSTS_ENV: ",".join(hosts),
         _WORKER_ENV: "1" if expose_worker else "0",
