@@ -28,6 +28,11 @@ T = TypeVar("T")
 _NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "slow: takes seconds (real processes); in the default run, -m 'not slow' skips")
+
+
 def meta(**extra: object) -> dict[str, object]:
     """A complete per-request `_meta`."""
     return {
