@@ -158,3 +158,17 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(5)
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], seconds: float = 30.0) -> None:
+    """Wait until `mrtr serve` answers server/discover on `url` (fails if it exits first)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "mrtr serve exited early"
+        try:
+            if httpx.post(url, timeout=2, **post_args(request("server/discover"))).is_success:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("mrtr serve did not become ready")

@@ -12,8 +12,15 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.transports.conftest import call, free_port, post_args, request, spawn_cli, stop
-from tests.transports.test_workers import wait_ready
+from tests.transports.conftest import (
+    call,
+    free_port,
+    post_args,
+    request,
+    spawn_cli,
+    stop,
+    wait_ready,
+)
 
 NGINX = shutil.which("nginx") or next(
     (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).is_file()), None)

@@ -25,22 +25,10 @@ from tests.transports.conftest import (
     run,
     spawn_cli,
     stop,
+    wait_ready,
 )
 
 ATTEMPTS = 200
-
-
-def wait_ready(url: str, process: subprocess.Popen[bytes], seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "mrtr serve exited early"
-        try:
-            if httpx.post(url, timeout=2, **post_args(request("server/discover"))).is_success:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("mrtr serve did not become ready")
 
 
 def post_elsewhere(url: str, body: dict[str, Any], used: set[str]) -> tuple[str, dict[str, Any]]:
