@@ -32,7 +32,8 @@ def test_origins_use_the_same_names_or_an_explicit_origin() -> None:
     ok = {"host": "mcp.example.com"}
     assert check.refusal({**ok, "origin": "https://mcp.example.com:8443"}) is None
     assert check.refusal({**ok, "origin": "https://app.example.org"}) is None
-    assert check.refusal({**ok, "origin": "ftp://mcp.example.com"}) is not None
+    assert check.refusal({**ok, "origin": "ftp://mcp.example.com"}) == (
+        "Forbidden: Origin 'ftp://mcp.example.com' not allowed")
     assert check.refusal({**ok, "origin": "null"}) == "Forbidden: Origin 'null' not allowed"
 
 

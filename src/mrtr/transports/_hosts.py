@@ -46,7 +46,8 @@ class HostCheck:
             sep and scheme in ("http", "https") and self.allowed(rest)
         ):
             return None
-        return _advice("Origin", origin, split_host(rest)[0] if sep else "")
+        web = sep and scheme in ("http", "https")
+        return _advice("Origin", origin, split_host(rest)[0] if web else "")
 
     def allowed(self, host: str) -> bool:
         """Whether `host` (`name[:port]`, lower-cased) is on the allow-list."""
