@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from mrtr.server import Context, Form, Server
+from mrtr.server import Context, Dispatcher, Form, Server
 
 app = Server("transport-tests", version="1.0.0")
 
@@ -76,3 +76,7 @@ async def whoami(ctx: Context) -> str:
 async def tasks_seen() -> str:
     """How many tasks exist while this handler runs (the transport's own included)."""
     return str(len(asyncio.all_tasks()))
+
+
+# A Dispatcher target with its own (ephemeral) Sealer, as `mrtr serve` users write it.
+dispatcher = Dispatcher(app)

@@ -28,6 +28,11 @@ T = TypeVar("T")
 _NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "slow: takes seconds (real processes); in the default run, -m 'not slow' skips")
+
+
 def meta(**extra: object) -> dict[str, object]:
     """A complete per-request `_meta`."""
     return {
@@ -140,8 +145,8 @@ def cli_env() -> dict[str, str]:
 
 def spawn_cli(*args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
     """Start `python -m mrtr.cli ARGS` in the checkout."""
-    return subprocess.Popen([sys.executable, "-m", "mrtr.cli", *args], cwd=ROOT, env=cli_env(),
-                            **kwargs)
+    kwargs.setdefault("env", cli_env())
+    return subprocess.Popen([sys.executable, "-m", "mrtr.cli", *args], cwd=ROOT, **kwargs)
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
@@ -153,3 +158,17 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(5)
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], seconds: float = 30.0) -> None:
+    """Wait until `mrtr serve` answers server/discover on `url` (fails if it exits first)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "mrtr serve exited early"
+        try:
+            if httpx.post(url, timeout=2, **post_args(request("server/discover"))).is_success:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("mrtr serve did not become ready")

@@ -13,7 +13,6 @@ import httpx
 import msgspec
 import pytest
 
-from mrtr.errors import InvalidParams
 from mrtr.protocol import SSEParser
 from mrtr.server import Dispatcher
 from mrtr.transports import McpApp, Unauthorized
@@ -456,8 +455,27 @@ def test_lifespan_completes() -> None:
     assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
 
 
-def test_error_statuses_come_from_the_error_class() -> None:
-    response = post_sync(call("no_such_tool", id=9))
-    assert response.status_code == InvalidParams.http_status
-    assert error_of(response)["code"] == InvalidParams.code
+@pytest.mark.parametrize(("body", "status", "code"), [
+    (call("no_such_tool", id=9), 400, -32602),
+    (request("no/such/method", id=9), 404, -32601),
+    (request("tools/list", id=9, **{"io.modelcontextprotocol/protocolVersion": "1999-01-01"}),
+     400, -32022),
+])
+def test_error_statuses_come_from_the_error_class(
+    body: dict[str, Any], status: int, code: int
+) -> None:
+    # Literal values: comparing with the attributes the code reads could never fail.
+    response = post_sync(body, mcp_protocol_version=body["params"]["_meta"][
+        "io.modelcontextprotocol/protocolVersion"])
+    assert (response.status_code, error_of(response)["code"]) == (status, code)
     assert response.json()["id"] == 9
+
+
+def test_forbidden_host_says_what_to_configure_issue_11() -> None:
+    # A reverse proxy on another port forwards Host: localhost:<its port>: accepted.
+    assert post_sync(request("server/discover"), host="localhost:8443").status_code == 200
+    response = post_sync(request("server/discover"), host="mcp.example.com")
+    assert response.status_code == 403
+    assert error_of(response)["message"] == (
+        "Forbidden: Host 'mcp.example.com' not allowed; start mrtr serve with "
+        "--allow-host mcp.example.com (McpApp: allowed_hosts)")

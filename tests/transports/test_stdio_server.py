@@ -80,6 +80,32 @@ def test_cancelled_request_gets_no_reply() -> None:
     assert [m["id"] for m in run(go()).messages] == [2]
 
 
+def test_a_duplicate_in_flight_id_is_rejected_issue_20() -> None:
+    out = run(serve_lines(line(call("slow", {"seconds": 0.3}, id=7)), line(call("fast", id=7))))
+    first, second = out.messages
+    assert (first["id"], first["error"]["code"]) == (7, -32600)
+    assert "already in flight" in first["error"]["message"]
+    assert (second["id"], second["result"]["content"][0]["text"]) == (7, "slept 0.3")
+
+
+def test_an_id_may_be_reused_once_answered() -> None:
+    async def go() -> Lines:
+        reader = asyncio.StreamReader()
+        out = Lines()
+        server = asyncio.create_task(
+            serve_stdio(Dispatcher(apps.app), reader=reader, writer=out))
+        for _ in range(2):
+            out.arrived.clear()
+            reader.feed_data(line(call("fast", id=7)))
+            await out.arrived.wait()
+            await asyncio.sleep(0.01)  # let the finished task be forgotten
+        reader.feed_eof()
+        await server
+        return out
+
+    assert [("result" in m, m["id"]) for m in run(go()).messages] == [(True, 7), (True, 7)]
+
+
 def test_invalid_lines_get_error_replies() -> None:
     out = run(serve_lines(b"{nope\n", b"[]\n", line(request("unknown/method", id=4))))
     codes = [(m.get("id"), m["error"]["code"]) for m in out.messages]

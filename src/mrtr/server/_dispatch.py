@@ -95,6 +95,7 @@ class Dispatcher:
         logger: logging.Logger | None = None,
     ) -> None:
         self.server = server
+        self.max_rounds = max_rounds
         self.log = logger or logging.getLogger("mrtr.server")
         # Design: an ephemeral key is the explicit single-process default; `mrtr serve` and
         # multi-replica deployments pass a Sealer built from the shared key ring.

@@ -4,12 +4,9 @@ One POST endpoint; JSON replies, or SSE when the handler emits notifications (sp
 basic/transports/streamable-http). Protocol decisions stay in the Dispatcher.
 """
 
-# Design: the HTTP status line goes out before the first SSE event, so a reply that switched to
-# SSE is always 200 and any error travels in the JSON-RPC body of the last event. Each event,
-# keep-alive and the final reply is one whole `send` (see _Exchange), so they never interleave
-# within a chunk and nothing follows the final one. A transport-level rejection (403, 404, 405,
-# 413, 415, 400 for bad headers) carries a JSON-RPC error body without an id: the body was
-# never read.
+# Design: a transport-level rejection (403, 404, 405, 413, 415, 400 for bad headers) carries a
+# JSON-RPC error body without an id: the body was never read. Host/Origin checks live in
+# _hosts.py, the reply of one request (JSON or SSE) in _exchange.py.
 from __future__ import annotations
 
 import asyncio
@@ -19,11 +16,11 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
-import msgspec
-
 from mrtr.errors import InternalError, InvalidRequest, ProtocolError
-from mrtr.protocol import SSE_KEEPALIVE, encode_error, encode_message, encode_sse_event
+from mrtr.protocol import encode_error
 from mrtr.server import Dispatcher, Peer, Reply
+from mrtr.transports._exchange import Exchange
+from mrtr.transports._hosts import HostCheck
 
 __all__ = ["Authenticator", "McpApp", "Unauthorized"]
 
@@ -33,14 +30,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 Authenticator = Callable[[Mapping[str, str]], Awaitable[str | None]]
 
-LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 _ANONYMOUS = Peer(principal=None, transport="http")  # immutable, so shared by every request
 MAX_HEADER_BYTES = 64 * 1024
-_SSE_HEADERS = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
 
 
 class Unauthorized(Exception):  # noqa: N818 - reads as the HTTP status it maps to
@@ -66,8 +57,9 @@ class _Reject(Exception):  # noqa: N818 - internal control flow
 class McpApp:
     """ASGI app serving one Dispatcher on `path` (POST only).
 
-    `allowed_hosts` lists `host[:port]` values accepted in `Host` and in `Origin`; None accepts
-    the loopback names with any port. `allowed_origins` adds full origins (`https://app.example`).
+    `allowed_hosts` lists the names accepted in `Host` and in `Origin`: `name` on any port, or
+    `name:port` exactly; None accepts the loopback names on any port. `allowed_origins` adds
+    full origins (`https://app.example`).
     `max_body` is in bytes; `request_timeout` and `keepalive` are in seconds.
     """
 
@@ -86,8 +78,7 @@ class McpApp:
     ) -> None:
         self.dispatcher = dispatcher
         self.path = path
-        self.hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
-        self.origins = {o.lower().rstrip("/") for o in allowed_origins or ()}
+        self.hosts = HostCheck(allowed_hosts, allowed_origins or ())
         self.authenticator = authenticator
         self.max_body = max_body
         self.request_timeout = request_timeout
@@ -98,7 +89,6 @@ class McpApp:
         self.extra_headers: list[tuple[bytes, bytes]] = (
             [(b"mcp-debug-worker", str(os.getpid()).encode())] if expose_worker else []
         )
-        self._hosts_seen: dict[str, bool] = {}  # Host values already judged (bounded)
         self._loop_seen: tuple[asyncio.AbstractEventLoop, int] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -112,7 +102,7 @@ class McpApp:
             await send({"type": "websocket.close", "code": 1008})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        exchange = _Exchange(self, receive, send)
+        exchange = Exchange(self, receive, send)
         try:
             await self._exchange(scope, exchange)
         except _Reject as exc:
@@ -123,9 +113,11 @@ class McpApp:
             if not exchange.started:
                 await exchange.respond(500, encode_error(None, InternalError()))
 
-    async def _exchange(self, scope: Scope, exchange: _Exchange) -> None:
+    async def _exchange(self, scope: Scope, exchange: Exchange) -> None:
         headers = _decode_headers(scope.get("headers", ()))
-        self._check_host(headers)
+        refusal = self.hosts.refusal(headers)
+        if refusal is not None:
+            raise _Reject(403, refusal)
         if scope.get("path") != self.path:
             raise _Reject(404, f"Not Found: the MCP endpoint is POST {self.path}")
         if scope.get("method") != "POST":
@@ -166,38 +158,6 @@ class McpApp:
         self._loop_seen = (loop, threading.get_ident())
         return loop
 
-    def _check_host(self, headers: Mapping[str, str]) -> None:
-        host = headers.get("host", "").strip().lower()
-        if not self._host_allowed(host):
-            raise _Reject(403, "Forbidden: Host not allowed")
-        origin = headers.get("origin")
-        if origin is None:
-            return
-        origin = origin.strip().lower().rstrip("/")
-        scheme, sep, rest = origin.partition("://")
-        trusted = origin in self.origins or (
-            sep and scheme in ("http", "https") and self._host_allowed(rest)
-        )
-        if not trusted:
-            raise _Reject(403, "Forbidden: Origin not allowed")
-
-    def _host_allowed(self, host: str) -> bool:
-        known = self._hosts_seen.get(host)
-        if known is not None:
-            return known
-        allowed = self._judge_host(host)
-        if len(self._hosts_seen) < 64:  # a client sending junk Hosts cannot grow this
-            self._hosts_seen[host] = allowed
-        return allowed
-
-    def _judge_host(self, host: str) -> bool:
-        if not host:
-            return False
-        if self.hosts is not None:
-            return host in self.hosts
-        name, port = _split_host(host)
-        return name in LOOPBACK and (port == "" or port.isdigit())
-
     async def _authenticate(self, headers: Mapping[str, str]) -> str | None:
         if self.authenticator is None:
             return None
@@ -230,124 +190,6 @@ class McpApp:
             chunks.append(chunk)
 
 
-class _Exchange:
-    """One HTTP request: runs its handler inline and writes a JSON reply or an SSE stream.
-
-    The handler runs in the request's own task, so a quick request costs no extra task. A
-    handler still running after WATCH_AFTER seconds, or one that starts streaming, gets a
-    watcher task that cancels it when the client disconnects or the deadline passes. While
-    streaming, a keep-alive task writes a comment every `keepalive` seconds.
-    """
-
-    # Design: every `send` writes one whole chunk synchronously after waiting for the
-    # transport to drain, so events, keep-alives and the final reply never interleave within a
-    # chunk; the keep-alive task is cancelled and `finished` set before the final chunk, and
-    # events arriving after it are dropped.
-    WATCH_AFTER = 0.05
-
-    __slots__ = ("app", "deadline", "finished", "keeper", "reason", "receive", "send",
-                 "started", "streaming", "task", "watcher")
-
-    def __init__(self, app: McpApp, receive: Receive, send: Send) -> None:
-        self.app = app
-        self.receive = receive
-        self.send = send
-        self.started = False  # the status line went out
-        self.streaming = False
-        self.finished = False
-        self.reason: str | None = None  # why the handler was interrupted: "gone", "timeout"
-        self.deadline = 0.0  # loop time
-        self.task: asyncio.Task[Any] | None = None
-        self.watcher: asyncio.Task[None] | None = None
-        self.keeper: asyncio.Task[None] | None = None
-
-    async def respond(
-        self, status: int, body: bytes, extra: Sequence[tuple[bytes, bytes]] = ()
-    ) -> None:
-        headers = [*extra, *self.app.extra_headers]
-        if body:
-            headers.append((b"content-type", b"application/json"))
-        headers.append((b"content-length", str(len(body)).encode()))
-        self.started = True
-        await self.send({"type": "http.response.start", "status": status, "headers": headers})
-        await self.send({"type": "http.response.body", "body": body})
-
-    async def run(self, message: Any, peer: Peer) -> None:
-        app = self.app
-        loop = app.running_loop()
-        self.task = asyncio.current_task(loop)
-        self.deadline = loop.time() + app.request_timeout
-        # One timer per request: it starts the watcher, which also enforces the deadline.
-        timer = loop.call_at(min(loop.time() + self.WATCH_AFTER, self.deadline), self._watch)
-        try:
-            reply = await app.dispatcher.handle(message, peer, self.sink)
-        except asyncio.CancelledError:
-            if self.reason is None:
-                raise  # the server is shutting down: not ours to swallow
-            reply = None
-        finally:
-            self.finished = True
-            timer.cancel()
-            for task in (self.watcher, self.keeper):
-                if task is not None:
-                    task.cancel()
-            if self.reason is not None and self.task is not None:
-                self.task.uncancel()
-        if self.reason == "gone":
-            return  # closing the stream is cancellation (spec): write nothing more
-        if self.reason == "timeout":
-            app.log.warning("request %r timed out", message.id)
-            error = InternalError(f"Request timed out after {app.request_timeout:g}s")
-            reply = Reply(message.id, error=error)
-        assert reply is not None
-        if not self.streaming:
-            await self.respond(reply.http_status, reply.body)
-            return
-        await self.send({"type": "http.response.body", "body": encode_sse_event(reply.body)})
-
-    async def sink(self, notification: msgspec.Struct) -> None:
-        if self.finished:
-            return  # a straggler after the final reply has nowhere to go
-        if not self.streaming:
-            self.streaming = True
-            self.started = True
-            headers = [*_SSE_HEADERS, *self.app.extra_headers]
-            await self.send({"type": "http.response.start", "status": 200, "headers": headers})
-            self._watch()
-            self.keeper = asyncio.create_task(self._keep_alive())
-        await self._write(encode_sse_event(encode_message(notification)))
-
-    def _watch(self) -> None:
-        if self.watcher is None and not self.finished:
-            self.watcher = asyncio.create_task(self._wait_for_disconnect())
-
-    async def _wait_for_disconnect(self) -> None:
-        try:
-            async with asyncio.timeout_at(self.deadline):
-                while (await self.receive())["type"] != "http.disconnect":
-                    pass
-        except TimeoutError:
-            self._interrupt("timeout")
-        else:
-            self._interrupt("gone")
-
-    def _interrupt(self, reason: str) -> None:
-        if self.finished or self.reason is not None or self.task is None:
-            return
-        self.reason = reason
-        self.task.cancel()
-
-    async def _keep_alive(self) -> None:
-        while True:
-            await asyncio.sleep(self.app.keepalive)
-            if self.finished:
-                return
-            await self._write(SSE_KEEPALIVE)
-
-    async def _write(self, chunk: bytes) -> None:
-        await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
-
-
 async def _lifespan(receive: Receive, send: Send) -> None:
     while True:
         message = await receive()
@@ -375,14 +217,6 @@ def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
     if total > MAX_HEADER_BYTES:
         raise _Reject(400, "Bad Request: headers too large")
     return headers
-
-
-def _split_host(host: str) -> tuple[str, str]:
-    if host.startswith("["):
-        name, _, rest = host.partition("]")
-        return name + "]", rest.removeprefix(":")
-    name, _, port = host.partition(":")
-    return name, port
 
 
 def _error_body(message: str) -> bytes:

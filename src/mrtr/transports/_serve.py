@@ -10,20 +10,20 @@ can continue a flow another worker started.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import importlib.util
 import logging
 import os
 import sys
 from collections.abc import Sequence
 
-from mrtr.server import Dispatcher, Sealer, Server, generate_key, parse_keys
-from mrtr.transports._asgi import LOOPBACK, McpApp
+from mrtr.server import generate_key, parse_keys
+from mrtr.transports._asgi import McpApp
+from mrtr.transports._hosts import LOOPBACK
 from mrtr.transports._stdio_server import serve_stdio
+from mrtr.transports._target import KEYS_ENV, absolute_target, load_dispatcher
 
-__all__ = ["load_dispatcher", "serve"]
+__all__ = ["KEYS_ENV", "load_dispatcher", "serve"]
 
-KEYS_ENV = "MRTR_STATE_KEYS"
 _TARGET_ENV = "MRTR_SERVE_TARGET"
 _PATH_ENV = "MRTR_SERVE_PATH"
 _HOSTS_ENV = "MRTR_SERVE_ALLOWED_HOSTS"
@@ -44,10 +44,11 @@ def serve(
     expose_worker: bool = False,
     log_level: str = "info",
 ) -> int:
-    """Serve `target` (`module:attribute`) until SIGINT/SIGTERM or, for stdio, EOF.
+    """Serve `target` (`module:attribute` or `file.py:attribute`) until SIGINT/SIGTERM or EOF.
 
-    `keys` default to `MRTR_STATE_KEYS`; `allowed_hosts` default to the loopback names on `port`
-    plus `host`. Returns the process exit status. Raises ValueError for a bad target or key.
+    `keys` default to `MRTR_STATE_KEYS`. The loopback names and `host` are accepted in Host and
+    Origin on any port, plus `allowed_hosts` (`name` or `name:port`). Returns the process exit
+    status. Raises ValueError for a bad target or key.
     """
     _import_path()
     if keys is None and os.environ.get(KEYS_ENV):
@@ -56,38 +57,13 @@ def serve(
         dispatcher = load_dispatcher(target, keys)
         asyncio.run(serve_stdio(dispatcher))
         return 0
-    hosts = list(allowed_hosts) if allowed_hosts else _bound_hosts(host, port)
+    hosts = _allowed_hosts(host, allowed_hosts or ())
     if workers > 1:
         return _serve_workers(target, host, port, workers, path, keys, hosts, expose_worker,
                               log_level)
     dispatcher = load_dispatcher(target, keys)
     app = McpApp(dispatcher, path=path, allowed_hosts=hosts, expose_worker=expose_worker)
     return _run_uvicorn(app, host=host, port=port, workers=1, log_level=log_level)
-
-
-def load_dispatcher(target: str, keys: Sequence[bytes] | None) -> Dispatcher:
-    """Import `module:attribute` (a Server, a Dispatcher or a zero-argument factory of either).
-
-    A Server gets a Dispatcher sealing with `keys[0]`; without keys, an ephemeral key.
-    A Dispatcher is used as it is, with its own Sealer. Raises ValueError when unusable.
-    """
-    module_name, sep, attribute = target.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ValueError(f"target must look like module:attribute, got {target!r}")
-    obj: object = importlib.import_module(module_name)
-    for part in attribute.split("."):
-        obj = getattr(obj, part)
-    if not isinstance(obj, Server | Dispatcher) and callable(obj):
-        obj = obj()
-    if isinstance(obj, Dispatcher):
-        return obj
-    if not isinstance(obj, Server):
-        raise ValueError(f"{target} is neither a Server nor a Dispatcher (got {type(obj)})")
-    if not keys:
-        log.warning("no %s: using an ephemeral key; requestState will not survive a restart",
-                    KEYS_ENV)
-        return Dispatcher(obj)
-    return Dispatcher(obj, sealer=Sealer(keys=list(keys), audience=obj.name))
 
 
 def _worker_app() -> McpApp:
@@ -124,7 +100,7 @@ def _serve_workers(
         os.environ[KEYS_ENV] = ",".join(k.hex() for k in keys)
     load_dispatcher(target, parse_keys(os.environ[KEYS_ENV]))  # fail early, in the parent
     os.environ.update({
-        _TARGET_ENV: target,
+        _TARGET_ENV: absolute_target(target),  # workers may resolve a relative path elsewhere
         _PATH_ENV: path,
         _HOSTS_ENV: ",".join(hosts),
         _WORKER_ENV: "1" if expose_worker else "0",
@@ -160,17 +136,16 @@ def _run_uvicorn(app: McpApp | str, *, host: str, port: int, workers: int, log_l
     return 0 if server.started else 1
 
 
-def _bound_hosts(host: str, port: int) -> list[str]:
-    names = list(LOOPBACK)
-    if host not in ("0.0.0.0", "::", "") and host.lower() not in names:
+def _allowed_hosts(host: str, extra: Sequence[str]) -> list[str]:
+    # Design: names, not name:port, so a reverse proxy on another port is accepted (see _hosts).
+    names = [*LOOPBACK, *extra]
+    if host in ("0.0.0.0", "::", ""):
+        if not extra:
+            log.warning("bound to %s: only loopback Host headers are accepted (see --allow-host)",
+                        host or "all interfaces")
+    elif host.lower() not in names:
         names.append(f"[{host}]" if ":" in host else host)
-    elif host in ("0.0.0.0", "::"):
-        log.warning("bound to %s: only loopback Host headers are accepted (see --allow-host)",
-                    host)
-    hosts = [f"{name}:{port}" for name in names]
-    if port == 80:
-        hosts += names  # clients omit the default port from Host and Origin
-    return hosts
+    return names
 
 
 def _import_path() -> None:

@@ -1,0 +1,151 @@
+"""Exchange: one HTTP request to McpApp, answered with a JSON reply or an SSE stream.
+
+The handler runs in the request's own task; a watcher cancels it when the client disconnects
+or the deadline passes, and a keep-alive task writes SSE comments while it streams.
+"""
+
+# Design: the HTTP status line goes out before the first SSE event, so a reply that switched to
+# SSE is always 200 and any error travels in the JSON-RPC body of the last event. Every `send`
+# writes one whole chunk synchronously after waiting for the transport to drain, so events,
+# keep-alives and the final reply never interleave within a chunk; the keep-alive task is
+# cancelled and `finished` set before the final chunk, and events arriving after it are dropped.
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from mrtr.errors import InternalError
+from mrtr.protocol import SSE_KEEPALIVE, encode_message, encode_sse_event
+from mrtr.server import Peer, Reply
+
+if TYPE_CHECKING:
+    from mrtr.transports._asgi import McpApp
+
+__all__ = ["Exchange"]
+
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+class Exchange:
+    """One HTTP request: runs its handler inline and writes a JSON reply or an SSE stream.
+
+    The handler runs in the request's own task, so a quick request costs no extra task. A
+    handler still running after WATCH_AFTER seconds, or one that starts streaming, gets a
+    watcher task that cancels it when the client disconnects or the deadline passes. While
+    streaming, a keep-alive task writes a comment every `keepalive` seconds.
+    """
+
+    WATCH_AFTER = 0.05
+
+    __slots__ = ("app", "deadline", "finished", "keeper", "reason", "receive", "send",
+                 "started", "streaming", "task", "watcher")
+
+    def __init__(self, app: McpApp, receive: Receive, send: Send) -> None:
+        self.app = app
+        self.receive = receive
+        self.send = send
+        self.started = False  # the status line went out
+        self.streaming = False
+        self.finished = False
+        self.reason: str | None = None  # why the handler was interrupted: "gone", "timeout"
+        self.deadline = 0.0  # loop time
+        self.task: asyncio.Task[Any] | None = None
+        self.watcher: asyncio.Task[None] | None = None
+        self.keeper: asyncio.Task[None] | None = None
+
+    async def respond(
+        self, status: int, body: bytes, extra: Sequence[tuple[bytes, bytes]] = ()
+    ) -> None:
+        headers = [*extra, *self.app.extra_headers]
+        if body:
+            headers.append((b"content-type", b"application/json"))
+        headers.append((b"content-length", str(len(body)).encode()))
+        self.started = True
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+        await self.send({"type": "http.response.body", "body": body})
+
+    async def run(self, message: Any, peer: Peer) -> None:
+        app = self.app
+        loop = app.running_loop()
+        self.task = asyncio.current_task(loop)
+        self.deadline = loop.time() + app.request_timeout
+        # One timer per request: it starts the watcher, which also enforces the deadline.
+        timer = loop.call_at(min(loop.time() + self.WATCH_AFTER, self.deadline), self._watch)
+        try:
+            reply = await app.dispatcher.handle(message, peer, self.sink)
+        except asyncio.CancelledError:
+            if self.reason is None:
+                raise  # the server is shutting down: not ours to swallow
+            reply = None
+        finally:
+            self.finished = True
+            timer.cancel()
+            for task in (self.watcher, self.keeper):
+                if task is not None:
+                    task.cancel()
+            if self.reason is not None and self.task is not None:
+                self.task.uncancel()
+        if self.reason == "gone":
+            return  # closing the stream is cancellation (spec): write nothing more
+        if self.reason == "timeout":
+            app.log.warning("request %r timed out", message.id)
+            error = InternalError(f"Request timed out after {app.request_timeout:g}s")
+            reply = Reply(message.id, error=error)
+        assert reply is not None
+        if not self.streaming:
+            await self.respond(reply.http_status, reply.body)
+            return
+        await self.send({"type": "http.response.body", "body": encode_sse_event(reply.body)})
+
+    async def sink(self, notification: msgspec.Struct) -> None:
+        if self.finished:
+            return  # a straggler after the final reply has nowhere to go
+        if not self.streaming:
+            self.streaming = True
+            self.started = True
+            headers = [*_SSE_HEADERS, *self.app.extra_headers]
+            await self.send({"type": "http.response.start", "status": 200, "headers": headers})
+            self._watch()
+            self.keeper = asyncio.create_task(self._keep_alive())
+        await self._write(encode_sse_event(encode_message(notification)))
+
+    def _watch(self) -> None:
+        if self.watcher is None and not self.finished:
+            self.watcher = asyncio.create_task(self._wait_for_disconnect())
+
+    async def _wait_for_disconnect(self) -> None:
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                while (await self.receive())["type"] != "http.disconnect":
+                    pass
+        except TimeoutError:
+            self._interrupt("timeout")
+        else:
+            self._interrupt("gone")
+
+    def _interrupt(self, reason: str) -> None:
+        if self.finished or self.reason is not None or self.task is None:
+            return
+        self.reason = reason
+        self.task.cancel()
+
+    async def _keep_alive(self) -> None:
+        while True:
+            await asyncio.sleep(self.app.keepalive)
+            if self.finished:
+                return
+            await self._write(SSE_KEEPALIVE)
+
+    async def _write(self, chunk: bytes) -> None:
+        await self.send({"type": "http.response.body", "body": chunk, "more_body": True})

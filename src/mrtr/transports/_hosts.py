@@ -1,0 +1,85 @@
+"""HostCheck: the Host and Origin allow-lists that stop DNS rebinding (spec: streamable-http).
+
+An allowed name without a port matches that name on any port; `name:port` matches exactly.
+"""
+
+# Design: DNS rebinding is defeated by the host *name* (an attacker's page sends its own domain),
+# so the loopback names are accepted on any port: a reverse proxy on another port keeps working.
+# Each distinct Host value is judged once and remembered (bounded), so a request costs one dict
+# lookup; the refusal text is built only on the refusal path.
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+__all__ = ["LOOPBACK", "HostCheck"]
+
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+_REMEMBERED = 64  # distinct Host values judged once; a client sending junk cannot grow this
+
+
+class HostCheck:
+    """Judges `Host` and `Origin` headers; `allowed_hosts=None` means the loopback names."""
+
+    __slots__ = ("exact", "names", "origins", "seen")
+
+    def __init__(
+        self, allowed_hosts: Sequence[str] | None = None, allowed_origins: Sequence[str] = ()
+    ) -> None:
+        given = LOOPBACK if allowed_hosts is None else allowed_hosts
+        entries = [h.strip().lower() for h in given]
+        self.names = {e for e in entries if not split_host(e)[1]}
+        self.exact = {e for e in entries if split_host(e)[1]}
+        self.origins = {o.lower().rstrip("/") for o in allowed_origins}
+        self.seen: dict[str, bool] = {}
+
+    def refusal(self, headers: Mapping[str, str]) -> str | None:
+        """None when the request may proceed, else the 403 message saying what to configure."""
+        host = headers.get("host", "").strip().lower()
+        if not self.allowed(host):
+            return _advice("Host", host, split_host(host)[0])
+        origin = headers.get("origin")
+        if origin is None:
+            return None
+        origin = origin.strip().lower().rstrip("/")
+        scheme, sep, rest = origin.partition("://")
+        if origin in self.origins or (
+            sep and scheme in ("http", "https") and self.allowed(rest)
+        ):
+            return None
+        web = sep and scheme in ("http", "https")
+        return _advice("Origin", origin, split_host(rest)[0] if web else "")
+
+    def allowed(self, host: str) -> bool:
+        """Whether `host` (`name[:port]`, lower-cased) is on the allow-list."""
+        known = self.seen.get(host)
+        if known is not None:
+            return known
+        verdict = self._judge(host)
+        if len(self.seen) < _REMEMBERED:
+            self.seen[host] = verdict
+        return verdict
+
+    def _judge(self, host: str) -> bool:
+        if not host:
+            return False
+        if host in self.exact:
+            return True
+        name, port = split_host(host)
+        return name in self.names and (port == "" or port.isdigit())
+
+
+def split_host(host: str) -> tuple[str, str]:
+    """`name[:port]` -> (name, port); IPv6 names keep their brackets."""
+    if host.startswith("["):
+        name, _, rest = host.partition("]")
+        return name + "]", rest.removeprefix(":")
+    name, _, port = host.partition(":")
+    return name, port
+
+
+def _advice(header: str, value: str, name: str) -> str:
+    shown = value if len(value) <= 100 else value[:100] + "..."
+    if not name or len(name) > 100 or not name.isprintable() or " " in name:
+        return f"Forbidden: {header} {shown!r} not allowed"
+    return (f"Forbidden: {header} {shown!r} not allowed; start mrtr serve with "
+            f"--allow-host {name} (McpApp: allowed_hosts)")

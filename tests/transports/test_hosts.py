@@ -1,0 +1,66 @@
+"""HostCheck: Host/Origin allow-lists against DNS rebinding, and 403s that say what to do."""
+
+from __future__ import annotations
+
+import pytest
+
+from mrtr.transports._hosts import HostCheck, split_host
+
+
+@pytest.mark.parametrize("host", ["localhost", "localhost:8000", "127.0.0.1:8443",
+                                  "[::1]:1", "LOCALHOST:80"])
+def test_loopback_names_on_any_port_by_default_issue_11(host: str) -> None:
+    assert HostCheck().refusal({"host": host.lower()}) is None
+
+
+@pytest.mark.parametrize("host", ["", "evil.example.com", "localhost.evil.com:80",
+                                  "127.0.0.1:abc", "[::1]x", "localhost:80:80"])
+def test_other_hosts_are_refused(host: str) -> None:
+    assert HostCheck().refusal({"host": host}) is not None
+
+
+def test_a_name_matches_any_port_and_name_port_only_that_port() -> None:
+    check = HostCheck(["mcp.example.com", "api.example.com:8443"])
+    assert check.allowed("mcp.example.com") and check.allowed("mcp.example.com:443")
+    assert check.allowed("api.example.com:8443")
+    assert not check.allowed("api.example.com") and not check.allowed("api.example.com:443")
+    assert not check.allowed("localhost:8000")  # an explicit list replaces the loopback default
+
+
+def test_origins_use_the_same_names_or_an_explicit_origin() -> None:
+    check = HostCheck(["mcp.example.com"], ["https://app.example.org/"])
+    ok = {"host": "mcp.example.com"}
+    assert check.refusal({**ok, "origin": "https://mcp.example.com:8443"}) is None
+    assert check.refusal({**ok, "origin": "https://app.example.org"}) is None
+    assert check.refusal({**ok, "origin": "ftp://mcp.example.com"}) == (
+        "Forbidden: Origin 'ftp://mcp.example.com' not allowed")
+    assert check.refusal({**ok, "origin": "null"}) == "Forbidden: Origin 'null' not allowed"
+
+
+def test_refusals_say_what_to_configure_issue_11() -> None:
+    check = HostCheck()
+    assert check.refusal({"host": "mcp.example.com:8080"}) == (
+        "Forbidden: Host 'mcp.example.com:8080' not allowed; start mrtr serve with "
+        "--allow-host mcp.example.com (McpApp: allowed_hosts)")
+    origin = check.refusal({"host": "localhost", "origin": "https://app.example.org"})
+    assert origin is not None
+    assert origin.startswith("Forbidden: Origin 'https://app.example.org' not allowed")
+    assert "--allow-host app.example.org" in origin
+    junk = check.refusal({"host": "a b" + "x" * 300})
+    assert junk is not None and "--allow-host" not in junk and len(junk) < 200
+
+
+def test_judgements_are_remembered_but_bounded() -> None:
+    check = HostCheck()
+    for n in range(200):
+        check.allowed(f"junk{n}.example.com")
+    assert len(check.seen) == 64
+    assert check.allowed("localhost:1234")  # still judged correctly past the bound
+
+
+@pytest.mark.parametrize(("host", "parts"), [
+    ("a.example:80", ("a.example", "80")), ("[::1]:8000", ("[::1]", "8000")),
+    ("[::1]", ("[::1]", "")), ("a.example", ("a.example", "")),
+])
+def test_split_host(host: str, parts: tuple[str, str]) -> None:
+    assert split_host(host) == parts

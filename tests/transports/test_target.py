@@ -1,0 +1,101 @@
+"""load_dispatcher: module and file targets, one-line errors, keys for Dispatcher targets."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from mrtr.server import Binding, Dispatcher, Sealer, generate_key, parse_keys
+from mrtr.transports._target import absolute_target, load_dispatcher
+from tests.transports import apps
+
+PROBE = Binding(method="tools/call", target="greet", arguments_digest=b"", principal=None)
+
+
+def project(tmp_path: Path, stem: str) -> Path:
+    """A file target importing a sibling module, as a small project does."""
+    (tmp_path / f"{stem}_words.py").write_text('WORDS = "from a sibling"\n')
+    path = tmp_path / f"{stem}.py"
+    path.write_text(
+        f"from {stem}_words import WORDS\n"
+        "from mrtr.server import Server\n"
+        "app = Server(WORDS, version='1')\n"
+    )
+    return path
+
+
+def test_file_target_with_a_sibling_import_issue_11(tmp_path: Path) -> None:
+    path = project(tmp_path, "target_file_a")
+    try:
+        dispatcher = load_dispatcher(f"{path}:app", None)
+        assert dispatcher.server.name == "from a sibling"
+        again = load_dispatcher(f"{path}:app", None)  # the module is imported once
+        assert again.server is dispatcher.server
+    finally:
+        sys.modules.pop("target_file_a", None)
+        sys.modules.pop("target_file_a_words", None)
+
+
+def test_relative_file_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project(tmp_path, "target_file_b")
+    monkeypatch.chdir(tmp_path)
+    try:
+        assert load_dispatcher("target_file_b.py:app", None).server.name == "from a sibling"
+        assert absolute_target("target_file_b.py:app") == f"{tmp_path / 'target_file_b.py'}:app"
+        assert absolute_target("pkg.mod:app") == "pkg.mod:app"
+    finally:
+        sys.modules.pop("target_file_b", None)
+        sys.modules.pop("target_file_b_words", None)
+
+
+@pytest.mark.parametrize(("target", "message"), [
+    ("nowhere/missing.py:app", "no such file: nowhere/missing.py"),
+    ("tests.transports.apps:nothing", "tests.transports.apps has no attribute 'nothing'"),
+    ("no_colon", "target must look like module:attribute or path/to/file.py:attribute"),
+    ("tests.transports.apps:__name__", "is neither a Server nor a Dispatcher"),
+])
+def test_unusable_targets_are_one_line_errors(target: str, message: str) -> None:
+    with pytest.raises(ValueError, match="^[^\n]*$") as caught:
+        load_dispatcher(target, None)
+    assert message in str(caught.value)
+
+
+def test_a_file_without_the_attribute_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "target_file_c.py").write_text("other = 1\n")
+    try:
+        with pytest.raises(ValueError, match=r"target_file_c.py has no attribute 'app'$"):
+            load_dispatcher(f"{tmp_path / 'target_file_c.py'}:app", None)
+    finally:
+        sys.modules.pop("target_file_c", None)
+
+
+def test_a_file_shadowing_an_imported_module_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "json.py").write_text("app = None\n")
+    with pytest.raises(ValueError, match="a module named 'json' is already imported"):
+        load_dispatcher(f"{tmp_path / 'json.py'}:app", None)
+
+
+def test_a_dispatcher_target_seals_with_the_given_keys_issue_11() -> None:
+    keys = parse_keys(generate_key())
+    dispatcher = load_dispatcher("tests.transports.apps:dispatcher", keys)
+    assert dispatcher.server is apps.app
+    ring = Sealer(keys=keys, audience=apps.app.name)
+    assert ring.unseal(dispatcher.sealer.seal(b"x", PROBE), PROBE).body == b"x"
+
+
+def test_a_dispatcher_target_keeps_its_settings_issue_11() -> None:
+    custom = Dispatcher(apps.app, max_rounds=3, logger=logging.getLogger("custom"))
+    apps.custom = custom  # type: ignore[attr-defined]
+    try:
+        rebuilt = load_dispatcher("tests.transports.apps:custom", parse_keys(generate_key()))
+        assert (rebuilt.max_rounds, rebuilt.log.name) == (3, "custom")
+        keys = parse_keys(generate_key())
+        apps.custom = Dispatcher(  # type: ignore[attr-defined]
+            apps.app, sealer=Sealer(keys=keys, audience=apps.app.name, ttl=5.0))
+        kept = load_dispatcher("tests.transports.apps:custom", keys)
+        assert kept is apps.custom  # type: ignore[attr-defined]
+    finally:
+        del apps.custom  # type: ignore[attr-defined]
