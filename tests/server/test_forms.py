@@ -677,3 +677,17 @@ def test_19_elicit_rejects_other_types_naming_mrtr_form(
     assert "mrtr.Form" not in flow.text  # the reason goes to the server log only
     assert ("ctx.elicit() needs a form type: a mrtr.Form subclass, a dataclass, a TypedDict or a "
             f"msgspec.Struct, not {form.__qualname__}") in caplog.text
+
+
+def test_19_docs_example_of_dataclass_and_typeddict_forms_runs() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "server.md"
+    section = docs.read_text().split("### Forms from dataclasses, TypedDicts and Structs", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    ns: dict[str, Any] = {"__name__": "docs_forms"}
+    exec(compile(code, str(docs), "exec", dont_inherit=True), ns)  # as a user file would run
+    with TestClient(ns["app"]) as client:
+        flow = client.call_tool("book", answers={
+            "elicit-1": then({"seats": 5}, {"seats": 2, "team": "blue"}),
+            "elicit-2": {"text": "window seats", "urgent": True}})
+    assert flow.text == "2 seat(s) for team blue: window seats (urgent)"
+    assert flow.asked(2)["elicit-1"]["params"]["message"].startswith("seats: must be at most 4")
