@@ -569,6 +569,16 @@ def test_19_dataclass_and_struct_explain_bad_answers_like_the_form(
     assert info.value.message == message
 
 
+@settings(max_examples=60, deadline=None)
+@given(content=_answers(Everything))
+def test_19_dataclass_and_struct_agree_with_the_form_on_any_valid_answer(
+        content: dict[str, object]) -> None:
+    expected = msgspec.structs.asdict(Everything.validate_answer(content))
+    for form in OTHER_FORMS:
+        got = render_form(form).validate(content)
+        assert {name: getattr(got, name) for name in expected} == expected
+
+
 def test_19_typeddict_renders_required_and_not_required_keys() -> None:
     assert render_form(SignupMore).schema == {
         "type": "object",
