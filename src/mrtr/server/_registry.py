@@ -229,7 +229,7 @@ class Server:
         Raises TypeError when used bare (`@app.resource`): a resource needs its URI.
         """
         if not isinstance(uri, str):  # bare `@app.resource` passes the function as the URI
-            raise TypeError(_NEEDS_URI.format(_describe_target(uri)))
+            raise TypeError(_NEEDS_URI.format(getattr(uri, "__qualname__", None) or repr(uri)))
 
         def register(fn: Fn) -> Fn:
             res_name = name or fn.__name__
@@ -302,11 +302,6 @@ def _schema_converter(
         return dict(arguments)
 
     return convert
-
-
-def _describe_target(value: object) -> str:
-    name = getattr(value, "__qualname__", None)
-    return f"the function {name}" if callable(value) and name else repr(value)
 
 
 def _describe(description: str | None, fn: Callable[..., object], name: str) -> str:
