@@ -203,7 +203,7 @@ class Context:
                 return False
             content = answer.content if answer.content is not UNSET else {}
             try:
-                return bool(Confirmation.validate_answer(content).confirm)
+                return bool(rendered.validate(content).confirm)
             except FormInvalid as exc:
                 raise Reask(str(exc)) from exc
 
