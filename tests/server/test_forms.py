@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import enum
 import json
+import logging
 import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 import jsonschema  # type: ignore[import-untyped]
 import msgspec
@@ -18,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec import Meta
 
+from mrtr import Context, Server
 from mrtr.server._forms import (
     Choices,
     Confirmation,
@@ -25,8 +28,10 @@ from mrtr.server._forms import (
     Form,
     FormInvalid,
     Uri,
+    render_form,
     validate_against_schema,
 )
+from mrtr.testing import TestClient, then
 
 
 class ReturnDetails(Form):
@@ -463,3 +468,236 @@ def test_fast_path_still_normalises_and_explains() -> None:
     with pytest.raises(FormInvalid) as caught:
         Plain.validate_answer({**base, "boxes": 7})
     assert "boxes" in caught.value.problems
+
+
+# --- issue 19: dataclasses, TypedDicts and msgspec Structs as forms ---------------------------
+
+
+@dataclasses.dataclass(kw_only=True)
+class EverythingData:
+    """`Everything` as a dataclass: it renders, validates and explains the same way."""
+
+    name: Annotated[str, Meta(min_length=2, max_length=10, title="Your name")]
+    site: Annotated[str, Uri] = "https://example.com"
+    height: Annotated[float, Meta(ge=0.5, le=2.5, description="In metres")] = 1.7
+    count: int | None
+    subscribe: bool = False
+    colour: Colour = Colour.RED
+    size: Annotated[Literal["s", "m"], Choices({"s": "Small", "m": "Medium"})] = "m"
+    when: dt.datetime | None = None
+    toppings: Annotated[list[Literal["ham", "egg", "kale"]], Meta(min_length=1, max_length=2)]
+    labels: Annotated[frozenset[Literal["a", "b"]], Choices({"a": "Alpha", "b": "Beta"})] = \
+        frozenset({"b"})
+    shades: set[Colour] = dataclasses.field(default_factory=set)
+    internal: int = dataclasses.field(default=0, init=False)  # not asked: not in __init__
+
+
+class EverythingStruct(msgspec.Struct, kw_only=True):
+    name: Annotated[str, Meta(min_length=2, max_length=10, title="Your name")]
+    site: Annotated[str, Uri] = "https://example.com"
+    height: Annotated[float, Meta(ge=0.5, le=2.5, description="In metres")] = 1.7
+    count: int | None
+    subscribe: bool = False
+    colour: Colour = Colour.RED
+    size: Annotated[Literal["s", "m"], Choices({"s": "Small", "m": "Medium"})] = "m"
+    when: dt.datetime | None = None
+    toppings: Annotated[list[Literal["ham", "egg", "kale"]], Meta(min_length=1, max_length=2)]
+    labels: Annotated[frozenset[Literal["a", "b"]], Choices({"a": "Alpha", "b": "Beta"})] = \
+        frozenset({"b"})
+    shades: set[Colour] = msgspec.field(default_factory=set)
+
+
+class Signup(TypedDict):
+    name: Annotated[str, Meta(min_length=2)]
+    team: Literal["red", "blue"]
+    email: NotRequired[Annotated[str, Email]]
+    age: int | None
+
+
+class Extras(TypedDict, total=False):
+    note: str
+
+
+class SignupMore(Signup, Extras):
+    pass
+
+
+class CamelStruct(msgspec.Struct, rename="camel"):
+    first_name: str
+    age: int
+
+
+class NotAForm:
+    name: str
+
+
+@dataclasses.dataclass
+class BadData:
+    inner: Inner
+
+
+OTHER_FORMS: list[type[Any]] = [EverythingData, EverythingStruct]
+
+
+@pytest.mark.parametrize("form", OTHER_FORMS, ids=lambda f: f.__name__)
+def test_19_dataclass_and_struct_render_like_the_form(form: type[Any]) -> None:
+    rendered = render_form(form)
+    assert rendered.schema == Everything.requested_schema()
+    assert rendered.digest == Everything.schema_digest()
+    assert render_form(form) is rendered  # rendered once per type
+
+
+@pytest.mark.parametrize("form", OTHER_FORMS, ids=lambda f: f.__name__)
+def test_19_dataclass_and_struct_answers_build_the_given_type(form: type[Any]) -> None:
+    content = {"name": "Ann", "toppings": ["ham", "kale"], "colour": "green", "labels": ["a"],
+               "when": "2026-07-28T09:30:00Z", "shades": ["red"], "height": 2}
+    got: Any = render_form(form).validate(content)
+    assert type(got) is form
+    assert got.colour is Colour.GREEN and got.shades == {Colour.RED} and got.count is None
+    assert got.labels == frozenset({"a"}) and got.height == 2.0
+    assert got.when == dt.datetime(2026, 7, 28, 9, 30, tzinfo=dt.UTC)
+    expected = msgspec.to_builtins(Everything.validate_answer(content))
+    assert {k: v for k, v in msgspec.to_builtins(got).items() if k != "internal"} == expected
+
+
+@pytest.mark.parametrize("form", OTHER_FORMS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize(("change", "message"), EVERYTHING_BAD, ids=lambda v: str(v))
+def test_19_dataclass_and_struct_explain_bad_answers_like_the_form(
+        form: type[Any], change: dict[str, object], message: str) -> None:
+    with pytest.raises(FormInvalid) as info:
+        render_form(form).validate({"name": "Ann", "toppings": ["ham"], **change})
+    assert info.value.message == message
+
+
+@settings(max_examples=60, deadline=None)
+@given(content=_answers(Everything))
+def test_19_dataclass_and_struct_agree_with_the_form_on_any_valid_answer(
+        content: dict[str, object]) -> None:
+    expected = msgspec.structs.asdict(Everything.validate_answer(content))
+    for form in OTHER_FORMS:
+        got = render_form(form).validate(content)
+        assert {name: getattr(got, name) for name in expected} == expected
+
+
+def test_19_typeddict_renders_required_and_not_required_keys() -> None:
+    assert render_form(SignupMore).schema == {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "title": "Name", "minLength": 2},
+            "team": {"type": "string", "title": "Team", "enum": ["red", "blue"]},
+            "email": {"type": "string", "title": "Email", "format": "email"},
+            "age": {"type": "integer", "title": "Age"},
+            "note": {"type": "string", "title": "Note"},
+        },
+        "required": ["name", "team"],  # age is `int | None`: absent means None
+    }
+
+
+def test_19_typeddict_answers_are_dicts() -> None:
+    rendered = render_form(Signup)
+    assert rendered.validate({"name": "Ann", "team": "red"}) == {
+        "name": "Ann", "team": "red", "age": None}
+    got = rendered.validate({"name": "Ann", "team": "red", "age": 3.0, "email": "a@b.io"})
+    assert got == {"name": "Ann", "team": "red", "age": 3, "email": "a@b.io"}
+    with pytest.raises(FormInvalid) as info:
+        rendered.validate({"name": "A", "team": "green", "email": "nope"})
+    assert info.value.problems == {"name": "must be at least 2 characters long",
+                                   "team": "must be one of: red, blue",
+                                   "email": "must be a valid email address"}
+
+
+def test_19_struct_uses_wire_names() -> None:
+    rendered = render_form(CamelStruct)
+    assert list(typing.cast(dict[str, object], rendered.schema["properties"])) == [
+        "firstName", "age"]
+    assert rendered.validate({"firstName": "Ann", "age": 3}) == CamelStruct("Ann", 3)
+
+
+def test_19_a_form_renders_to_its_own_spec() -> None:
+    assert render_form(ReturnDetails) is ReturnDetails._form_spec
+    assert render_form(Confirmation).validate({"confirm": True}) == Confirmation(confirm=True)
+
+
+@pytest.mark.parametrize("form", [NotAForm, int, dict, 3, "Signup", None, Signup(
+    name="Ann", team="red", age=None), list[int]], ids=repr)
+def test_19_anything_else_is_rejected_naming_mrtr_form(form: Any) -> None:
+    with pytest.raises(TypeError, match=r"needs a form type: a mrtr\.Form subclass, a dataclass"):
+        render_form(form)
+
+
+def test_19_unsupported_fields_of_other_types_are_named() -> None:
+    with pytest.raises(TypeError, match="BadData.inner: unsupported form field type"):
+        render_form(BadData)
+
+    class ArrayLike(msgspec.Struct, array_like=True):
+        x: int
+
+    with pytest.raises(TypeError, match="array_like"):
+        render_form(ArrayLike)
+
+
+@dataclasses.dataclass
+class Booking:
+    seats: Annotated[int, Meta(ge=1, le=4)]
+    team: Literal["red", "blue"] = "red"
+
+
+class BookingDict(TypedDict):
+    seats: Annotated[int, Meta(ge=1, le=4)]
+    team: NotRequired[Literal["red", "blue"]]
+
+
+class BookingStruct(msgspec.Struct):
+    seats: Annotated[int, Meta(ge=1, le=4)]
+    team: Literal["red", "blue"] = "red"
+
+
+def _elicit_app(form: type[Any]) -> Server:
+    app = Server("forms")
+
+    @app.tool
+    async def book(ctx: Context) -> str:
+        got: Any = await ctx.elicit("How many seats?", form, key="seats")
+        if isinstance(got, dict):
+            return f"dict {got['seats']} {got.get('team', '-')}"
+        return f"{type(got).__name__} {got.seats} {got.team}"
+
+    return app
+
+
+@pytest.mark.parametrize(("form", "text"), [
+    (Booking, "Booking 3 red"), (BookingDict, "dict 3 -"), (BookingStruct, "BookingStruct 3 red"),
+], ids=lambda v: getattr(v, "__name__", v))
+def test_19_elicit_accepts_dataclass_typeddict_struct_and_reasks(form: type, text: str) -> None:
+    with TestClient(_elicit_app(form)) as client:
+        flow = client.call_tool("book", answers={"seats": then({"seats": 9}, {"seats": 3})})
+    assert flow.text == text and flow.rounds == 3
+    first = flow.asked(1)["seats"]["params"]
+    assert first["requestedSchema"] == render_form(form).schema
+    assert first["requestedSchema"]["properties"]["seats"]["maximum"] == 4
+    assert flow.asked(2)["seats"]["params"]["message"].startswith("seats: must be at most 4")
+
+
+@pytest.mark.parametrize("form", [NotAForm, int], ids=lambda v: v.__name__)
+def test_19_elicit_rejects_other_types_naming_mrtr_form(
+        form: type, caplog: pytest.LogCaptureFixture) -> None:
+    with TestClient(_elicit_app(form)) as client, caplog.at_level(logging.ERROR):
+        flow = client.call_tool("book")
+    assert flow.result["isError"] is True and flow.rounds == 1
+    assert "mrtr.Form" not in flow.text  # the reason goes to the server log only
+    assert ("ctx.elicit() needs a form type: a mrtr.Form subclass, a dataclass, a TypedDict or a "
+            f"msgspec.Struct, not {form.__qualname__}") in caplog.text
+
+
+def test_19_docs_example_of_dataclass_and_typeddict_forms_runs() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "server.md"
+    section = docs.read_text().split("### Forms from dataclasses, TypedDicts and Structs", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    ns: dict[str, Any] = {"__name__": "docs_forms"}
+    exec(compile(code, str(docs), "exec", dont_inherit=True), ns)  # as a user file would run
+    with TestClient(ns["app"]) as client:
+        flow = client.call_tool("book", answers={
+            "elicit-1": then({"seats": 5}, {"seats": 2, "team": "blue"}),
+            "elicit-2": {"text": "window seats", "urgent": True}})
+    assert flow.text == "2 seat(s) for team blue: window seats (urgent)"
+    assert flow.asked(2)["elicit-1"]["params"]["message"].startswith("seats: must be at most 4")

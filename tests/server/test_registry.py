@@ -204,3 +204,86 @@ def test_sync_handler_not_cancelled_finishes_normally() -> None:
     with TestClient(app) as client:
         result = client.request("tools/call", {"name": "quick", "arguments": {}})
     assert result["content"] == [{"type": "text", "text": "cancelled=False"}]
+
+
+# -- issue 19: bare decorators (`@app.tool`, `@app.prompt`) and a clear error for a bare resource --
+
+
+def _bare_app() -> Server:
+    app = Server("bare")
+
+    @app.tool
+    async def shout(ctx: Context, text: str) -> str:
+        """Shout the text."""
+        return text.upper() + "!"
+
+    @app.tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @app.prompt
+    def greet(name: str) -> str:
+        """Greet someone."""
+        return f"Hello {name}"
+
+    assert shout.__name__ == "shout" and add(1, 2) == 3  # the functions stay themselves
+    return app
+
+
+def test_19_bare_tool_decorator_registers_a_listed_callable_tool() -> None:
+    from mrtr.testing import TestClient
+
+    with TestClient(_bare_app()) as client:
+        listed = client.request("tools/list")["tools"]
+        assert [t["name"] for t in listed] == ["shout", "add"]
+        assert listed[0]["description"] == "Shout the text."
+        assert client.call_tool("shout", {"text": "hi"}).text == "HI!"
+        assert client.call_tool("add", {"a": 2, "b": 40}).text == "42"
+
+
+def test_19_bare_prompt_decorator_registers_a_prompt() -> None:
+    from mrtr.testing import TestClient
+
+    with TestClient(_bare_app()) as client:
+        listed = client.request("prompts/list")["prompts"]
+        assert [p["name"] for p in listed] == ["greet"]
+        got = client.get_prompt("greet", {"name": "Ann"}).result
+        assert got["messages"][0]["content"]["text"] == "Hello Ann"
+
+
+def test_19_decorators_with_parentheses_still_work() -> None:
+    app = Server("r")
+
+    @app.tool()
+    def a() -> str:
+        return ""
+
+    @app.tool("renamed", title="T")
+    def b() -> str:
+        return ""
+
+    @app.tool(name="kw")
+    def c() -> str:
+        return ""
+
+    @app.prompt()
+    def p() -> str:
+        return ""
+
+    @app.prompt(name="q")
+    def p2() -> str:
+        return ""
+
+    assert list(app.tables.tools) == ["a", "renamed", "kw"]
+    assert list(app.tables.prompts) == ["p", "q"]
+
+
+def test_19_bare_resource_decorator_fails_at_decoration_naming_the_fix() -> None:
+    app = Server("r")
+    with pytest.raises(TypeError, match=r"@app\.resource needs a URI: .*@app\.resource\('file:///"):
+
+        @app.resource  # type: ignore[arg-type]
+        def readme() -> str:
+            return ""
+
+    assert not app.tables.resources and not app.tables.templates

@@ -53,13 +53,13 @@ from mrtr.server._asks import (
     shape_of,
     url_spec,
 )
-from mrtr.server._forms import Confirmation, Form, FormInvalid, validate_against_schema
+from mrtr.server._forms import Confirmation, FormInvalid, render_form, validate_against_schema
 from mrtr.server._journal import Answer, FlowState
 from mrtr.server._peer import NotificationSink, Peer
 
 __all__ = ["Context"]
 
-F = TypeVar("F", bound=Form)
+F = TypeVar("F")  # a Form, dataclass, TypedDict or Struct: render_form checks
 T = TypeVar("T")
 
 _LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -156,7 +156,7 @@ class Context:
         Awaiting gives the validated form; a decline or cancel raises Declined (the tool then
         returns a clear "declined" result) unless `outcome=True`, which gives Elicited instead.
         """
-        rendered = form._form_spec
+        rendered = render_form(form)
         spec = form_spec(message, rendered.schema, rendered.digest)
 
         def resolve(raw: object) -> Any:
@@ -167,7 +167,7 @@ class Context:
                 raise Declined(answer.action, message)
             content = answer.content if answer.content is not UNSET else {}
             try:
-                value = form.validate_answer(content)
+                value = rendered.validate(content)
             except FormInvalid as exc:
                 raise Reask(str(exc)) from exc
             return Elicited("accept", value) if outcome else value
@@ -208,7 +208,7 @@ class Context:
 
     def confirm(self, message: str, *, key: str | None = None) -> Ask[bool]:
         """Ask a yes/no question; decline and cancel count as no."""
-        rendered = Confirmation._form_spec
+        rendered = render_form(Confirmation)
         spec = form_spec(message, rendered.schema, rendered.digest)
 
         def resolve(raw: object) -> bool:
@@ -217,7 +217,7 @@ class Context:
                 return False
             content = answer.content if answer.content is not UNSET else {}
             try:
-                return bool(Confirmation.validate_answer(content).confirm)
+                return bool(rendered.validate(content).confirm)
             except FormInvalid as exc:
                 raise Reask(str(exc)) from exc
 

@@ -10,17 +10,22 @@ Implements MCP 2026-07-28 client/elicitation form mode: flat primitive propertie
 # without `format` fields is built by one msgspec.convert when valid; anything msgspec refuses
 # goes through the jsonschema checker (`_answers`), which normalises it or explains what is
 # wrong in one sentence per field. A property test keeps the two paths in agreement.
+# Dataclasses, TypedDicts and plain Structs are forms too: we cannot hook their creation, so
+# `render_form` renders one on first use (a bounded memo keyed by the type) with the same code;
+# msgspec.convert builds all four kinds. A Form's spec is one isinstance check away.
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import enum
+import functools
 import hashlib
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Self, dataclass_transform
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, Self, TypeVar, dataclass_transform
 
 import msgspec
 
@@ -32,12 +37,15 @@ __all__ = [
     "Email",
     "Form",
     "FormInvalid",
+    "RenderedForm",
     "StringFormat",
     "Uri",
+    "render_form",
     "validate_against_schema",
 ]
 
 Property = dict[str, object]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +92,13 @@ def unwrap(annotation: object) -> tuple[object, list[object], bool]:
     extras: list[object] = []
     nullable = False
     while True:
-        if typing.get_origin(annotation) is typing.Annotated:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
             extras.extend(annotation.__metadata__)  # type: ignore[attr-defined]
             annotation = typing.get_args(annotation)[0]
-        elif typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        elif origin in (typing.Required, typing.NotRequired):  # TypedDict keys
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
             members = [a for a in typing.get_args(annotation) if a is not type(None)]
             if len(members) != 1:
                 raise TypeError(f"unions other than `X | None` are not supported: {annotation}")
@@ -184,12 +195,18 @@ def field_property(name: str, annotation: object, default: object = msgspec.NODE
     return prop
 
 
-class _Spec:
-    """A Form class's rendered schema; the jsonschema checker is built on first need."""
+class RenderedForm(Generic[T]):
+    """A form type's rendered schema and the converter that builds answers into that type.
 
-    __slots__ = ("_checker", "digest", "direct", "nullable", "schema", "schema_json")
+    The jsonschema checker is built on first need.
+    """
 
-    def __init__(self, schema: dict[str, object], nullable: tuple[str, ...]) -> None:
+    __slots__ = ("_checker", "digest", "direct", "nullable", "schema", "schema_json", "target")
+
+    def __init__(
+        self, target: type[T], schema: dict[str, object], nullable: tuple[str, ...]
+    ) -> None:
+        self.target = target  # what answers become: the Form, dataclass, TypedDict or Struct
         self.schema = schema  # shared by every request built from the form: never mutate it
         self.schema_json = msgspec.json.encode(schema)
         self.digest = hashlib.sha256(msgspec.json.encode(schema, order="sorted")).hexdigest()[:16]
@@ -204,40 +221,133 @@ class _Spec:
             self._checker = Checker(self.schema)
         return self._checker
 
+    def validate(self, content: Mapping[str, object]) -> T:
+        """Check `ElicitResult.content` and build the target type. Raises FormInvalid."""
+        if self.direct and isinstance(content, Mapping):
+            # Fast path: a valid answer converts as it is. Anything msgspec refuses (including
+            # 3.0 for an integer) goes through the checker, which explains or normalises it.
+            present = {k: v for k, v in content.items() if v is not None}
+            for key in self.nullable:
+                present.setdefault(key, None)
+            try:
+                return msgspec.convert(present, self.target)
+            except msgspec.ValidationError:
+                pass
+        values = self.checker.check(content)
+        for key in self.nullable:
+            values.setdefault(key, None)
+        try:
+            return msgspec.convert(values, self.target)
+        except msgspec.ValidationError as exc:  # defence in depth: the checker ran first
+            raise FormInvalid({"content": str(exc)}) from None
 
-def _render(cls: type[msgspec.Struct]) -> _Spec:
+
+class _Field(NamedTuple):
+    name: str
+    encode_name: str
+    annotation: object
+    default: object  # msgspec.NODEFAULT when none
+    required: bool
+
+
+def _struct_fields(cls: type[msgspec.Struct]) -> list[_Field]:
+    fields = []
+    for info in msgspec.structs.fields(cls):
+        default = info.default
+        if info.default_factory is not msgspec.NODEFAULT:
+            default = info.default_factory()
+        fields.append(_Field(info.name, info.encode_name, info.type, default, info.required))
+    return fields
+
+
+def _dataclass_fields(cls: type) -> list[_Field]:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    fields = []
+    for info in dataclasses.fields(cls):
+        if not info.init:
+            continue
+        default: object = info.default
+        if info.default_factory is not dataclasses.MISSING:
+            default = info.default_factory()
+        if default is dataclasses.MISSING:
+            default = msgspec.NODEFAULT
+        required = default is msgspec.NODEFAULT
+        fields.append(_Field(info.name, info.name, hints[info.name], default, required))
+    return fields
+
+
+def _typeddict_fields(cls: type) -> list[_Field]:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    # `__required_keys__` misses NotRequired[...] written as a string (postponed annotations)
+    # on Python 3.11; the resolved hint says it, as msgspec reads it.
+    required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
+    marked = {typing.Required: True, typing.NotRequired: False}
+    return [_Field(name, name, hint, msgspec.NODEFAULT,
+                   marked.get(typing.get_origin(hint), name in required_keys))
+            for name, hint in hints.items()]
+
+
+def _render(cls: type[T], fields_of: Callable[[Any], list[_Field]]) -> RenderedForm[T]:
     try:
-        infos = msgspec.structs.fields(cls)
+        fields = fields_of(cls)
     except NameError as exc:
         raise TypeError(f"{cls.__qualname__}: cannot resolve an annotation ({exc}); define the "
                         "form and the types it uses at module level") from None
     props: dict[str, object] = {}
     required: list[str] = []
     nullable: list[str] = []
-    for info in infos:
-        default = info.default
-        if info.default_factory is not msgspec.NODEFAULT:
-            default = info.default_factory()
+    for field in fields:
         try:
-            props[info.encode_name] = field_property(info.name, info.type, default)
+            props[field.encode_name] = field_property(field.name, field.annotation, field.default)
         except TypeError as exc:
-            raise TypeError(f"{cls.__qualname__}.{info.name}: {exc}") from None
-        if info.required:
-            (nullable if unwrap(info.type)[2] else required).append(info.encode_name)
+            raise TypeError(f"{cls.__qualname__}.{field.name}: {exc}") from None
+        if field.required:
+            (nullable if unwrap(field.annotation)[2] else required).append(field.encode_name)
     schema: dict[str, object] = {"type": "object", "properties": props, "required": required}
-    return _Spec(schema, tuple(nullable))
+    return RenderedForm(cls, schema, tuple(nullable))
+
+
+_NOT_A_FORM = ("ctx.elicit() needs a form type: a mrtr.Form subclass, a dataclass, a TypedDict "
+               "or a msgspec.Struct, not {}")
+
+
+def render_form(form: type[T]) -> RenderedForm[T]:
+    """The rendered schema of a form type: a `Form`, a dataclass, a TypedDict or a Struct.
+
+    Rendered once per type. Raises TypeError for anything else, naming `mrtr.Form`, or when
+    a field has no form in the restricted elicitation schema.
+    """
+    if isinstance(form, _FormMeta):
+        return form._form_spec
+    if not isinstance(form, type):
+        raise TypeError(_NOT_A_FORM.format(f"{form!r} (a {type(form).__name__}, not a type)"))
+    plain: type = form  # mypy sees type[T] as unhashable
+    return _render_other(plain)
+
+
+@functools.lru_cache(maxsize=256)  # a pure memo: the same few form types come back every round
+def _render_other(form: type) -> RenderedForm[Any]:
+    if issubclass(form, msgspec.Struct):
+        if form.__struct_config__.array_like:
+            raise TypeError(f"{form.__qualname__}: an array_like Struct cannot be a form")
+        return _render(form, _struct_fields)
+    if dataclasses.is_dataclass(form):
+        return _render(form, _dataclass_fields)
+    if typing.is_typeddict(form):
+        return _render(form, _typeddict_fields)
+    raise TypeError(_NOT_A_FORM.format(f"{form.__qualname__}"))
 
 
 class _FormMeta(msgspec.StructMeta):
     """Renders each Form subclass's schema once, when the class is created."""
 
-    _form_spec: _Spec
+    _form_spec: RenderedForm[Any]
 
     def __new__(mcls, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
                 **kwargs: Any) -> _FormMeta:
         kwargs.setdefault("kw_only", True)
         cls = super().__new__(mcls, name, bases, namespace, **kwargs)
-        cls._form_spec = _render(typing.cast(type[msgspec.Struct], cls))
+        cls._form_spec = _render(cls, _struct_fields)
         return cls
 
 
@@ -245,7 +355,7 @@ class _FormMeta(msgspec.StructMeta):
 class Form(msgspec.Struct, metaclass=_FormMeta, kw_only=True):
     """Base of elicitation forms: typed fields become the restricted `requestedSchema`."""
 
-    _form_spec: ClassVar[_Spec]
+    _form_spec: ClassVar[RenderedForm[Any]]
 
     @classmethod
     def requested_schema(cls) -> dict[str, object]:
@@ -260,24 +370,8 @@ class Form(msgspec.Struct, metaclass=_FormMeta, kw_only=True):
     @classmethod
     def validate_answer(cls, content: Mapping[str, object]) -> Self:
         """Check `ElicitResult.content` and build the form. Raises FormInvalid."""
-        spec = cls._form_spec
-        if spec.direct and isinstance(content, Mapping):
-            # Fast path: a valid answer converts as it is. Anything msgspec refuses (including
-            # 3.0 for an integer) goes through the checker, which explains or normalises it.
-            present = {k: v for k, v in content.items() if v is not None}
-            for key in spec.nullable:
-                present.setdefault(key, None)
-            try:
-                return msgspec.convert(present, cls)
-            except msgspec.ValidationError:
-                pass
-        values = spec.checker.check(content)
-        for key in spec.nullable:
-            values.setdefault(key, None)
-        try:
-            return msgspec.convert(values, cls)
-        except msgspec.ValidationError as exc:  # defence in depth: the checker ran first
-            raise FormInvalid({"content": str(exc)}) from None
+        form: Self = cls._form_spec.validate(content)  # no typing.cast call: a hot path
+        return form
 
 
 class Confirmation(Form):

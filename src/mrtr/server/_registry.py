@@ -11,7 +11,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from mrtr.protocol import (
     UNSET,
@@ -39,6 +39,8 @@ Fn = TypeVar("Fn", bound=Callable[..., Any])
 Handler = Callable[..., Awaitable[Any]]
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_NEEDS_URI = ("@app.resource needs a URI: write @app.resource('file:///…') or, with variables, "
+              "@app.resource('file:///{{name}}'), not a bare @app.resource (got {})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +116,9 @@ class Server:
         self.tables = _Tables()
 
     # -- tools ---------------------------------------------------------------------------------
+    @overload
+    def tool(self, fn: Fn, /) -> Fn: ...
+    @overload
     def tool(
         self,
         name: str | None = None,
@@ -122,8 +127,22 @@ class Server:
         description: str | None = None,
         annotations: ToolAnnotations | None = None,
         input_schema: dict[str, object] | None = None,
-    ) -> Callable[[Fn], Fn]:
-        """Register a tool; the input schema comes from the type hints unless given verbatim."""
+    ) -> Callable[[Fn], Fn]: ...
+    def tool(
+        self,
+        name: str | Fn | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        input_schema: dict[str, object] | None = None,
+    ) -> Fn | Callable[[Fn], Fn]:
+        """Register a tool (`@app.tool` or `@app.tool(...)`).
+
+        The input schema comes from the type hints unless given verbatim.
+        """
+        if callable(name):  # bare `@app.tool`
+            return self.tool()(name)
 
         def register(fn: Fn) -> Fn:
             tool_name = name or fn.__name__
@@ -156,10 +175,22 @@ class Server:
         return register
 
     # -- prompts -------------------------------------------------------------------------------
+    @overload
+    def prompt(self, fn: Fn, /) -> Fn: ...
+    @overload
     def prompt(
         self, name: str | None = None, *, title: str | None = None, description: str | None = None
-    ) -> Callable[[Fn], Fn]:
-        """Register a prompt; its string parameters become the prompt's arguments."""
+    ) -> Callable[[Fn], Fn]: ...
+    def prompt(
+        self, name: str | Fn | None = None, *, title: str | None = None,
+        description: str | None = None,
+    ) -> Fn | Callable[[Fn], Fn]:
+        """Register a prompt (`@app.prompt` or `@app.prompt(...)`).
+
+        Its string parameters become the prompt's arguments.
+        """
+        if callable(name):  # bare `@app.prompt`
+            return self.prompt()(name)
 
         def register(fn: Fn) -> Fn:
             prompt_name = name or fn.__name__
@@ -196,7 +227,12 @@ class Server:
         description: str | None = None,
         mime_type: str | None = None,
     ) -> Callable[[Fn], Fn]:
-        """Register a resource, or a template when `uri` has `{variables}` (RFC 6570 level 1)."""
+        """Register a resource, or a template when `uri` has `{variables}` (RFC 6570 level 1).
+
+        Raises TypeError when used bare (`@app.resource`): a resource needs its URI.
+        """
+        if not isinstance(uri, str):  # bare `@app.resource` passes the function as the URI
+            raise TypeError(_NEEDS_URI.format(getattr(uri, "__qualname__", None) or repr(uri)))
 
         def register(fn: Fn) -> Fn:
             res_name = name or fn.__name__
