@@ -20,6 +20,7 @@ from mrtr.protocol import UNSET, Root
 from mrtr.transports._http_client import HTTPTransport
 from mrtr.transports._stdio_client import StdioTransport
 
+from ._escape import escape, escape_json
 from ._forms_tui import StdConsole, TerminalForms, TerminalSampler
 from ._render import render
 
@@ -143,16 +144,17 @@ async def _main(command: Command, args: argparse.Namespace) -> int:
         console.write(f"mrtr: {exc}")
         return 2
     except ProtocolError as exc:
-        console.write(f"mrtr: server error {exc.code}: {exc.message}")
+        console.write(f"mrtr: server error {exc.code}: {escape(exc.message, newlines=False)}")
         return 1
     except (ClientError, TransportError) as exc:
-        console.write(f"mrtr: {exc}")
+        console.write(f"mrtr: {escape(str(exc), newlines=False)}")
         return 1
-    except TimeoutError:
-        console.write("mrtr: timed out")
+    except TimeoutError as exc:
+        console.write(f"mrtr: timed out: {exc}" if str(exc) else "mrtr: timed out")
         return 1
     if args.json:
-        print(msgspec.json.format(msgspec.json.encode(result), indent=2).decode("utf-8"))
+        text = msgspec.json.format(msgspec.json.encode(result), indent=2).decode("utf-8")
+        print(escape_json(text))
     else:
         print(render(result))
     return 1 if getattr(result, "is_error", UNSET) is True else 0
