@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import pytest
 from mrtr.cli._call import parse_arguments
 from mrtr.cli._forms_tui import TerminalForms, parse_field
 from mrtr.protocol import ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult
-from tests.client.rogue import serve
+from tests.client.rogue import Rogue, serve
 from tests.transports.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -281,8 +281,11 @@ def test_without_roots_the_tool_cannot_ask(target: list[str]) -> None:
     assert out.stderr == "mrtr: server error -32021: Missing required client capability\n"
 
 
-class HeaderEcho:
-    """An ASGI MCP stub whose only tool is named after the X-Api-Key header it received."""
+class Stub:
+    """An ASGI MCP stub: `answer(request, headers)` is the JSON-RPC reply to each POST."""
+
+    def __init__(self, answer: Callable[[dict[str, Any], dict[str, str]], dict[str, Any]]) -> None:
+        self.answer = answer
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -293,20 +296,57 @@ class HeaderEcho:
             body += event.get("body", b"")
             if not event.get("more_body"):
                 break
-        request = json.loads(body)
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-        tool = {"name": f"key-{headers.get('x-api-key', 'none')}",
-                "inputSchema": {"type": "object"}}
-        reply = {"jsonrpc": "2.0", "id": request["id"], "result": {"tools": [tool]}}
+        reply = self.answer(json.loads(body), headers)
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": json.dumps(reply).encode()})
 
 
+def tools_reply(request: dict[str, Any], *tools: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request["id"], "result": {"tools": list(tools)}}
+
+
 def test_header_option_is_sent() -> None:
-    for url in serve(HeaderEcho()):  # type: ignore[arg-type]
+    def echo(request: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        name = f"key-{headers.get('x-api-key', 'none')}"
+        return tools_reply(request, {"name": name, "inputSchema": {"type": "object"}})
+
+    for url in serve(Stub(echo)):  # type: ignore[arg-type]
         out = cli("tools", url + "/mcp", "--header", "X-Api-Key:  s3cret ", "--json")
         assert out.returncode == 0, out.stderr
         assert [t["name"] for t in json.loads(out.stdout)] == ["key-s3cret"]
         out = cli("tools", url + "/mcp")
         assert out.stdout == "key-none()\n"
+
+
+def test_server_text_is_escaped_in_errors_and_json() -> None:
+    def hostile(request: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        if request["method"] == "tools/list":
+            return tools_reply(request, {"name": "t\u202e", "description": "\x9b2J\x1b[1m",
+                                         "inputSchema": {"type": "object"}})
+        return {"jsonrpc": "2.0", "id": request["id"],
+                "error": {"code": -32602, "message": "bad\x1b[2J\rgone"}}
+
+    for url in serve(Stub(hostile)):  # type: ignore[arg-type]
+        out = cli("call", url + "/mcp", "t")
+        assert (out.returncode, out.stdout) == (1, "")
+        assert out.stderr == "mrtr: server error -32602: bad\\x1b[2J\\x0dgone\n"
+        out = cli("tools", url + "/mcp")
+        assert out.stdout == "t\\u202e()\n    \\x9b2J\\x1b[1m\n"
+        out = cli("tools", url + "/mcp", "--json")
+        assert '"description": "\\u009b2J\\u001b[1m"' in out.stdout
+        assert json.loads(out.stdout)[0]["name"] == "t\u202e"
+
+
+def test_the_default_deadline_and_timeout_option() -> None:
+    from mrtr.cli import build_parser
+
+    assert build_parser().parse_args(["call"]).timeout == 300.0
+    for url in serve(Rogue()):
+        started = time.monotonic()
+        out = cli("tools", url + "/keepalive", "--timeout", "0.5")
+        assert time.monotonic() - started < 15
+        assert (out.returncode, out.stdout) == (1, "")
+        assert out.stderr == ("mrtr: timed out: no result within the 0.5 s deadline "
+                              "(Client timeout)\n")

@@ -15,6 +15,7 @@ from pathlib import Path
 import msgspec
 
 from mrtr.client import Client, ClientError, Handlers, TransportError
+from mrtr.client._client import DEFAULT_TIMEOUT
 from mrtr.errors import ProtocolError
 from mrtr.protocol import UNSET, Root
 from mrtr.transports._http_client import HTTPTransport
@@ -104,7 +105,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     common.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
                         help="extra HTTP header (repeatable)")
     common.add_argument("--json", action="store_true", help="print raw JSON results")
-    common.add_argument("--timeout", type=float, default=None, help="seconds for the whole call")
+    common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help="deadline for the whole call, answers included "
+                             f"(default {DEFAULT_TIMEOUT:g}; 0 for none)")
     common.add_argument("--max-rounds", type=int, default=10, help="MRTR round cap (default 10)")
     common.add_argument("--sampler", metavar="CMD",
                         help="answer sampling by piping the prompt to CMD (else you type it)")
@@ -179,7 +182,8 @@ def _client(args: argparse.Namespace, items: list[str], console: StdConsole) -> 
         sampling=TerminalSampler(console, command=args.sampler),
         roots=roots or None,
     )
-    return Client(transport, handlers=handlers, max_rounds=args.max_rounds, timeout=args.timeout)
+    timeout = args.timeout if args.timeout > 0 else None
+    return Client(transport, handlers=handlers, max_rounds=args.max_rounds, timeout=timeout)
 
 
 def _headers(values: Sequence[str]) -> dict[str, str]:
