@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -350,3 +351,16 @@ def test_the_default_deadline_and_timeout_option() -> None:
         assert (out.returncode, out.stdout) == (1, "")
         assert out.stderr == ("mrtr: timed out: no result within the 0.5 s deadline "
                               "(Client timeout)\n")
+
+
+def test_a_hanging_sampler_is_stopped_at_the_deadline(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    sampler = f"sh -c 'echo $$ > {pid_file}; exec sleep 30'"
+    out = cli("call", "--stdio", SERVER, "ask_model", "question=hi", "--sampler", sampler,
+              "--timeout", "2")
+    assert out.returncode == 1
+    assert out.stderr.endswith("mrtr: timed out: no result within the 2 s deadline "
+                               "(Client timeout)\n")
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

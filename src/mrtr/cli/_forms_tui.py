@@ -304,7 +304,12 @@ class TerminalSampler:
             *shlex.split(self.command), stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )
-        out, _ = await proc.communicate(prompt.encode("utf-8"))
+        try:
+            out, _ = await proc.communicate(prompt.encode("utf-8"))
+        except asyncio.CancelledError:  # the call's deadline: the sampler must not outlive it
+            proc.kill()
+            await proc.wait()
+            raise
         if proc.returncode != 0:
             raise InputRefused(f"the sampler exited with code {proc.returncode}")
         return out.decode("utf-8", errors="replace").strip()

@@ -4,6 +4,8 @@
 # which also owns the two recoveries the spec suggests: -32022 → retry once with a version from
 # `supported`, and -32020 on tools/call → re-list tools and retry once. MRTR rounds are not here:
 # they are `call_flow` (sans-I/O) run by `drive`, with `fulfil` answering input requests.
+# Every public call runs under one deadline (`_bounded`): no stall of a server (silence,
+# keep-alives, an endless cursor chain) may outlive `timeout`.
 from __future__ import annotations
 
 import asyncio
