@@ -19,8 +19,7 @@ import pytest
 from mrtr.cli._call import parse_arguments
 from mrtr.cli._forms_tui import TerminalForms, parse_field
 from mrtr.protocol import ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult
-from tests.client.rogue import Rogue, serve
-from tests.transports.conftest import free_port
+from tests.client.rogue import Rogue, free_port, serve
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = "import sys; from mrtr.cli import main; sys.exit(main())"
@@ -98,7 +97,7 @@ FORM = ElicitRequestFormParams(message="Details", requested_schema={
 
 
 def ask(console: Script, params: object) -> ElicitResult:
-    return asyncio.run(TerminalForms(console)(params))  # type: ignore[arg-type]
+    return asyncio.run(TerminalForms(console)(params))
 
 
 def test_form_reprompts_then_edits_on_review() -> None:
@@ -313,7 +312,7 @@ def test_header_option_is_sent() -> None:
         name = f"key-{headers.get('x-api-key', 'none')}"
         return tools_reply(request, {"name": name, "inputSchema": {"type": "object"}})
 
-    for url in serve(Stub(echo)):  # type: ignore[arg-type]
+    for url in serve(Stub(echo)):
         out = cli("tools", url + "/mcp", "--header", "X-Api-Key:  s3cret ", "--json")
         assert out.returncode == 0, out.stderr
         assert [t["name"] for t in json.loads(out.stdout)] == ["key-s3cret"]
@@ -329,7 +328,7 @@ def test_server_text_is_escaped_in_errors_and_json() -> None:
         return {"jsonrpc": "2.0", "id": request["id"],
                 "error": {"code": -32602, "message": "bad\x1b[2J\rgone"}}
 
-    for url in serve(Stub(hostile)):  # type: ignore[arg-type]
+    for url in serve(Stub(hostile)):
         out = cli("call", url + "/mcp", "t")
         assert (out.returncode, out.stdout) == (1, "")
         assert out.stderr == "mrtr: server error -32602: bad\\x1b[2J\\x0dgone\n"

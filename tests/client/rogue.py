@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import uvicorn
-
-from tests.transports.conftest import free_port
 
 JSONDict = dict[str, Any]
 FOREVER = 60.0  # seconds; a stream stops by itself after this, so no test can leave it running
@@ -91,8 +90,15 @@ async def _stream(send: Any, receive: Any, kind: str, chunk: bytes, first: bytes
     await send({"type": "http.response.body", "body": b""})
 
 
-def serve(app: Rogue) -> Iterator[str]:
-    """Run `app` under uvicorn on a free 127.0.0.1 port; yield its base URL."""
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def serve(app: Callable[..., Awaitable[None]]) -> Iterator[str]:
+    """Run the ASGI `app` under uvicorn on a free 127.0.0.1 port; yield its base URL."""
     port = free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="critical",
                             lifespan="off", timeout_graceful_shutdown=1)
