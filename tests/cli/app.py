@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from mrtr.server import Context, Form, Server
+from mrtr.server import Context, Form, Server, ToolError
 
 app = Server("cli-tests", version="1.0.0")
 
@@ -30,3 +30,23 @@ async def book_return(ctx: Context, order_id: str) -> str:
 async def add(a: int, b: int) -> str:
     """Add two integers."""
     return str(a + b)
+
+
+@app.tool()
+async def fail(reason: str) -> str:
+    """Always fail as a tool (an isError result)."""
+    raise ToolError(f"failed: {reason}")
+
+
+@app.tool()
+async def ask_model(ctx: Context, question: str) -> str:
+    """Ask the client's model one question and return its answer."""
+    reply = await ctx.sample(question, max_tokens=50, system_prompt="Answer briefly.")
+    text = getattr(reply.content, "text", "")
+    return f"model {reply.model} says: {text}"
+
+
+@app.tool()
+async def list_roots(ctx: Context) -> str:
+    """Return the client's roots, one URI per line."""
+    return "\n".join(root.uri for root in await ctx.roots())

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pexpect  # type: ignore[import-untyped]
 import pytest
 
 from mrtr.cli._call import parse_arguments
 from mrtr.cli._forms_tui import TerminalForms, parse_field
 from mrtr.protocol import ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult
+from tests.client.rogue import Rogue, free_port, serve
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = "import sys; from mrtr.cli import main; sys.exit(main())"
@@ -91,7 +97,7 @@ FORM = ElicitRequestFormParams(message="Details", requested_schema={
 
 
 def ask(console: Script, params: object) -> ElicitResult:
-    return asyncio.run(TerminalForms(console)(params))  # type: ignore[arg-type]
+    return asyncio.run(TerminalForms(console)(params))
 
 
 def test_form_reprompts_then_edits_on_review() -> None:
@@ -163,3 +169,197 @@ def test_call_declined_confirmation() -> None:
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+# -- exit statuses, --json, HTTP targets, --header, --sampler, --root (#20 M10, M10b) ------------
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    """`mrtr serve tests.cli.app:app` on a free 127.0.0.1 port."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mrtr.cli", "serve", "tests.cli.app:app", "--port", str(port)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(url, timeout=0.5)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("mrtr serve did not start") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(params=["stdio", "http"])
+def target(request: pytest.FixtureRequest) -> list[str]:
+    """The server arguments of a client command: `--stdio CMD` or the URL of `mrtr serve`."""
+    if request.param == "stdio":
+        return ["--stdio", SERVER]
+    return [request.getfixturevalue("http_url")]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(mrtr(*args), cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_success_exits_0(target: list[str]) -> None:
+    out = cli("call", *target, "add", "a=2", "b=40")
+    assert (out.returncode, out.stdout, out.stderr) == (0, "42\n", "")
+
+
+def test_a_tool_error_exits_1(target: list[str]) -> None:
+    out = cli("call", *target, "fail", "reason=disk full")
+    assert (out.returncode, out.stdout) == (1, "Tool error: failed: disk full\n")
+
+
+def test_a_json_rpc_error_exits_1(target: list[str]) -> None:
+    out = cli("call", *target, "no_such_tool")
+    assert (out.returncode, out.stdout) == (1, "")
+    assert out.stderr == "mrtr: server error -32602: Unknown tool: no_such_tool\n"
+
+
+def test_json_output_and_its_exit_status(target: list[str]) -> None:
+    out = cli("call", *target, "add", "a=1", "b=2", "--json")
+    assert out.returncode == 0
+    reply = json.loads(out.stdout)
+    assert reply["resultType"] == "complete" and "isError" not in reply
+    assert reply["content"] == [{"type": "text", "text": "3"}]
+    out = cli("call", *target, "fail", "reason=x", "--json")
+    assert out.returncode == 1
+    reply = json.loads(out.stdout)
+    assert reply["isError"] is True and reply["content"] == [
+        {"type": "text", "text": "failed: x"}]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["call"], "mrtr: give a server URL or --stdio 'CMD'\n"),
+    (["call", "http://127.0.0.1:9/mcp"], "mrtr: usage: mrtr call TARGET TOOL [key=value ...]\n"),
+    (["call", "http://127.0.0.1:9/mcp", "add", "oops"], "mrtr: expected key=value, got 'oops'\n"),
+    (["tools", "http://127.0.0.1:9/mcp", "--header", "no-colon"],
+     "mrtr: expected 'NAME: VALUE', got 'no-colon'\n"),
+    (["read", "http://127.0.0.1:9/mcp"], "mrtr: usage: mrtr read TARGET URI\n"),
+])
+def test_usage_errors_exit_2(args: list[str], message: str) -> None:
+    out = cli(*args)
+    assert (out.returncode, out.stdout, out.stderr) == (2, "", message)
+
+
+def test_argparse_errors_exit_2() -> None:
+    out = cli("call", "--max-rounds", "many")
+    assert out.returncode == 2 and "invalid int value: 'many'" in out.stderr
+
+
+def test_an_unreachable_server_exits_1() -> None:
+    out = cli("tools", f"http://127.0.0.1:{free_port()}/mcp")
+    assert out.returncode == 1 and out.stderr.startswith("mrtr: HTTP request to http://127.0.0.1")
+
+
+def test_sampler_answers_sampling(target: list[str]) -> None:
+    # `cat` plays the model: it answers with the prompt it was given.
+    out = cli("call", *target, "ask_model", "question=What is 6*7?", "--sampler", "cat")
+    assert out.returncode == 0
+    assert out.stdout == "model cat says: [system] Answer briefly.\n[user] What is 6*7?\n"
+
+
+def test_roots_are_exposed(target: list[str], tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    out = cli("call", *target, "list_roots", "--root", str(one), "--root", str(two))
+    assert (out.returncode, out.stdout) == (0, f"{one.as_uri()}\n{two.as_uri()}\n")
+
+
+def test_without_roots_the_tool_cannot_ask(target: list[str]) -> None:
+    out = cli("call", *target, "list_roots")
+    assert (out.returncode, out.stdout) == (1, "")
+    assert out.stderr == "mrtr: server error -32021: Missing required client capability\n"
+
+
+class Stub:
+    """An ASGI MCP stub: `answer(request, headers)` is the JSON-RPC reply to each POST."""
+
+    def __init__(self, answer: Callable[[dict[str, Any], dict[str, str]], dict[str, Any]]) -> None:
+        self.answer = answer
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            event = await receive()
+            body += event.get("body", b"")
+            if not event.get("more_body"):
+                break
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        reply = self.answer(json.loads(body), headers)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": json.dumps(reply).encode()})
+
+
+def tools_reply(request: dict[str, Any], *tools: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request["id"], "result": {"tools": list(tools)}}
+
+
+def test_header_option_is_sent() -> None:
+    def echo(request: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        name = f"key-{headers.get('x-api-key', 'none')}"
+        return tools_reply(request, {"name": name, "inputSchema": {"type": "object"}})
+
+    for url in serve(Stub(echo)):
+        out = cli("tools", url + "/mcp", "--header", "X-Api-Key:  s3cret ", "--json")
+        assert out.returncode == 0, out.stderr
+        assert [t["name"] for t in json.loads(out.stdout)] == ["key-s3cret"]
+        out = cli("tools", url + "/mcp")
+        assert out.stdout == "key-none()\n"
+
+
+def test_server_text_is_escaped_in_errors_and_json() -> None:
+    def hostile(request: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        if request["method"] == "tools/list":
+            return tools_reply(request, {"name": "t\u202e", "description": "\x9b2J\x1b[1m",
+                                         "inputSchema": {"type": "object"}})
+        return {"jsonrpc": "2.0", "id": request["id"],
+                "error": {"code": -32602, "message": "bad\x1b[2J\rgone"}}
+
+    for url in serve(Stub(hostile)):
+        out = cli("call", url + "/mcp", "t")
+        assert (out.returncode, out.stdout) == (1, "")
+        assert out.stderr == "mrtr: server error -32602: bad\\x1b[2J\\x0dgone\n"
+        out = cli("tools", url + "/mcp")
+        assert out.stdout == "t\\u202e()\n    \\x9b2J\\x1b[1m\n"
+        out = cli("tools", url + "/mcp", "--json")
+        assert '"description": "\\u009b2J\\u001b[1m"' in out.stdout
+        assert json.loads(out.stdout)[0]["name"] == "t\u202e"
+
+
+def test_the_default_deadline_and_timeout_option() -> None:
+    from mrtr.cli import build_parser
+
+    assert build_parser().parse_args(["call"]).timeout == 300.0
+    for url in serve(Rogue()):
+        started = time.monotonic()
+        out = cli("tools", url + "/keepalive", "--timeout", "0.5")
+        assert time.monotonic() - started < 15
+        assert (out.returncode, out.stdout) == (1, "")
+        assert out.stderr == ("mrtr: timed out: no result within the 0.5 s deadline "
+                              "(Client timeout)\n")
+
+
+def test_a_hanging_sampler_is_stopped_at_the_deadline(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    sampler = f"sh -c 'echo $$ > {pid_file}; exec sleep 30'"
+    out = cli("call", "--stdio", SERVER, "ask_model", "question=hi", "--sampler", sampler,
+              "--timeout", "2")
+    assert out.returncode == 1
+    assert out.stderr.endswith("mrtr: timed out: no result within the 2 s deadline "
+                               "(Client timeout)\n")
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

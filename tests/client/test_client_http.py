@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from mrtr.client import ClientError, Handlers, InputRefused, TooManyRounds
-from mrtr.errors import InvalidParams, UnsupportedProtocolVersion
+from mrtr.client import ClientError, Handlers, InputRefused, TooManyRounds, UnexpectedResult
+from mrtr.errors import HeaderMismatch, InvalidParams, UnsupportedProtocolVersion
 from mrtr.protocol import ElicitRequestParams, ElicitResult, PromptReference, TextContent
 
 from .mocks import VERSION, JSONDict, MockServer, Reply, client_for, fail, ok
@@ -449,3 +449,65 @@ def test_progress_notifications_over_sse() -> None:
 
     run(go())
     assert seen == [(1, 2), (2, 2)]
+
+
+# -- recoveries and checks in Client._send (#20 M12, M13) ---------------------------------------
+
+REGION = {"name": "deploy", "inputSchema": {"type": "object", "properties": {
+    "region": {"type": "string", "x-mcp-header": "Region"}}}}
+
+
+def test_header_mismatch_relists_the_tools_and_retries_once() -> None:
+    # The tool gained an x-mcp-header since the client listed it: the server answers -32020
+    # until the client sends Mcp-Param-Region, which it can only know by listing again.
+    listed: list[int] = []
+
+    def handle(request: JSONDict, headers: dict[str, str]) -> Reply:
+        if request["method"] == "tools/list":
+            listed.append(request["id"])
+            tool = REGION if len(listed) > 1 else {**REGION, "inputSchema": {"type": "object"}}
+            return ok(request, {"tools": [tool], "ttlMs": 60_000})
+        if headers.get("mcp-param-region") != "eu":
+            return fail(request, -32020, "header mismatch: Mcp-Param-Region")
+        return ok(request, text("deployed"))
+
+    app = MockServer(handle)
+
+    async def go() -> None:
+        async with client_for(app) as client:
+            result = await client.call_tool("deploy", {"region": "eu"})
+            assert result.content == [TextContent(text="deployed")]
+
+    run(go())
+    first, retry = app.bodies("tools/call")
+    assert len(listed) == 2
+    assert retry["id"] != first["id"] and retry["params"] == first["params"]
+    assert app.headers_of("tools/call")[1]["mcp-param-region"] == "eu"
+
+
+def test_header_mismatch_is_retried_only_once() -> None:
+    app = MockServer(lambda r, h: ok(r, {"tools": [REGION]}) if r["method"] == "tools/list"
+                     else fail(r, -32020, "header mismatch"))
+
+    async def go() -> None:
+        async with client_for(app) as client:
+            await client.call_tool("deploy", {"region": "eu"})
+
+    with pytest.raises(HeaderMismatch):
+        run(go())
+    assert len(app.bodies("tools/call")) == 2 and len(app.bodies("tools/list")) == 2
+
+
+@pytest.mark.parametrize("reply_id", [999, "1", None])
+def test_a_response_with_another_id_is_rejected(reply_id: object) -> None:
+    def handle(request: JSONDict, headers: dict[str, str]) -> Reply:
+        reply = ok(request, {"tools": []})
+        reply.body["id"] = reply_id if reply_id != "1" else str(request["id"])
+        return reply
+
+    async def go() -> None:
+        async with client_for(MockServer(handle)) as client:
+            await client.list_tools()
+
+    with pytest.raises(UnexpectedResult):
+        run(go())

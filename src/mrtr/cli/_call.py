@@ -15,11 +15,13 @@ from pathlib import Path
 import msgspec
 
 from mrtr.client import Client, ClientError, Handlers, TransportError
+from mrtr.client._client import DEFAULT_TIMEOUT
 from mrtr.errors import ProtocolError
 from mrtr.protocol import UNSET, Root
 from mrtr.transports._http_client import HTTPTransport
 from mrtr.transports._stdio_client import StdioTransport
 
+from ._escape import escape, escape_json
 from ._forms_tui import StdConsole, TerminalForms, TerminalSampler
 from ._render import render
 
@@ -103,7 +105,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     common.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
                         help="extra HTTP header (repeatable)")
     common.add_argument("--json", action="store_true", help="print raw JSON results")
-    common.add_argument("--timeout", type=float, default=None, help="seconds for the whole call")
+    common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help="deadline for the whole call, answers included "
+                             f"(default {DEFAULT_TIMEOUT:g}; 0 for none)")
     common.add_argument("--max-rounds", type=int, default=10, help="MRTR round cap (default 10)")
     common.add_argument("--sampler", metavar="CMD",
                         help="answer sampling by piping the prompt to CMD (else you type it)")
@@ -143,16 +147,17 @@ async def _main(command: Command, args: argparse.Namespace) -> int:
         console.write(f"mrtr: {exc}")
         return 2
     except ProtocolError as exc:
-        console.write(f"mrtr: server error {exc.code}: {exc.message}")
+        console.write(f"mrtr: server error {exc.code}: {escape(exc.message, newlines=False)}")
         return 1
     except (ClientError, TransportError) as exc:
-        console.write(f"mrtr: {exc}")
+        console.write(f"mrtr: {escape(str(exc), newlines=False)}")
         return 1
-    except TimeoutError:
-        console.write("mrtr: timed out")
+    except TimeoutError as exc:
+        console.write(f"mrtr: timed out: {exc}" if str(exc) else "mrtr: timed out")
         return 1
     if args.json:
-        print(msgspec.json.format(msgspec.json.encode(result), indent=2).decode("utf-8"))
+        text = msgspec.json.format(msgspec.json.encode(result), indent=2).decode("utf-8")
+        print(escape_json(text))
     else:
         print(render(result))
     return 1 if getattr(result, "is_error", UNSET) is True else 0
@@ -177,7 +182,8 @@ def _client(args: argparse.Namespace, items: list[str], console: StdConsole) -> 
         sampling=TerminalSampler(console, command=args.sampler),
         roots=roots or None,
     )
-    return Client(transport, handlers=handlers, max_rounds=args.max_rounds, timeout=args.timeout)
+    timeout = args.timeout if args.timeout > 0 else None
+    return Client(transport, handlers=handlers, max_rounds=args.max_rounds, timeout=timeout)
 
 
 def _headers(values: Sequence[str]) -> dict[str, str]:

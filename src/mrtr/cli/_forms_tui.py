@@ -3,7 +3,9 @@
 # Design: plain line input through a `Console` Protocol (so tests and other front ends can swap
 # it), one prompt per field, re-prompting until the value fits the field's schema. `:decline` and
 # `:cancel` work at every prompt; EOF and Ctrl-C cancel. The user reviews the answers before they
-# are sent and may edit them (spec: client/elicitation, "review and edit").
+# are sent and may edit them (spec: client/elicitation, "review and edit"). Every text that came
+# from the server goes through `_escape` before it reaches the terminal; only messages and
+# sampling prompts keep their newlines (not in URL mode, where a message could fake the URL).
 from __future__ import annotations
 
 import asyncio
@@ -26,6 +28,8 @@ from mrtr.protocol import (
     ElicitValue,
     TextContent,
 )
+
+from ._escape import escape, escape_url
 
 __all__ = ["Console", "StdConsole", "TerminalForms", "TerminalSampler", "parse_field"]
 
@@ -157,24 +161,28 @@ def parse_field(prop: Mapping[str, object], text: str) -> ElicitValue:
     return _string(text, prop)
 
 
+def _line(value: object) -> str:
+    return escape(str(value), newlines=False)
+
+
 def _describe(name: str, prop: Mapping[str, object], required: bool) -> tuple[str, str]:
-    """The heading line and the prompt for one field."""
-    title = str(prop.get("title") or name)
-    heading = title + (f" - {prop['description']}" if prop.get("description") else "")
+    """The heading line and the prompt for one field (server text escaped)."""
+    title = _line(prop.get("title") or name)
+    heading = title + (f" - {_line(prop['description'])}" if prop.get("description") else "")
     choices = _choices(prop)
     if choices:
-        heading += "\n    " + "  ".join(f"{i}) {t}" for i, (_, t) in enumerate(choices, 1))
+        heading += "\n    " + "  ".join(f"{i}) {_line(t)}" for i, (_, t) in enumerate(choices, 1))
     kind = "choice" if choices and prop.get("type") != "array" else str(prop.get("type", "string"))
     if prop.get("type") == "array":
         kind = "choices, comma-separated"
     elif kind == "boolean":
         kind = "y/n"
-    hints = [kind] + ([str(prop["format"])] if "format" in prop else [])
+    hints = [kind] + ([_line(prop["format"])] if "format" in prop else [])
     if "default" in prop:
-        hints.append(f"default {json.dumps(prop['default'], ensure_ascii=False)}")
+        hints.append(f"default {_line(json.dumps(prop['default'], ensure_ascii=False))}")
     elif not required:
         hints.append("optional")
-    return heading, f"  {name} ({', '.join(hints)}): "
+    return heading, f"  {_line(name)} ({', '.join(hints)}): "
 
 
 class TerminalForms:
@@ -195,10 +203,10 @@ class TerminalForms:
             return ElicitResult(action="decline" if stop.action == "decline" else "cancel")
 
     def _url(self, params: ElicitRequestParams) -> ElicitResult:
-        url = params.url if params.url is not UNSET else ""
+        url = escape_url(params.url if params.url is not UNSET else "")
         out = self.console.write
-        out(f"\n{self.server} asks: {params.message}")
-        out(f"  It wants you to open this URL (host: {urlsplit(url).hostname}):\n    {url}")
+        out(f"\n{self.server} asks: {escape(params.message, newlines=False)}")
+        out(f"  It wants you to open this URL (host: {_host(url)}):\n    {url}")
         if _read(self.console, "  Open it? [y/N] ").lower() not in _YES:
             raise _Stop("decline")
         out(f"  Open it in your browser: {url}")
@@ -208,7 +216,7 @@ class TerminalForms:
         schema = params.requested_schema if params.requested_schema is not UNSET else {}
         props = schema.get("properties") or {}
         required = set(schema.get("required") or [])
-        self.console.write(f"\n{self.server} asks: {params.message}")
+        self.console.write(f"\n{self.server} asks: {escape(params.message)}")
         self.console.write("  (:decline to decline, :cancel to cancel)")
         values: dict[str, ElicitValue] = {}
         while True:
@@ -224,7 +232,7 @@ class TerminalForms:
         self.console.write("  " + heading)
         current = values.get(name, prop.get("default"))
         if name in values:
-            prompt = prompt[:-2] + f" [{_show(current)}]: "
+            prompt = prompt[:-2] + f" [{_line(_show(current))}]: "
         while True:
             text = _read(self.console, prompt)
             if not text:
@@ -240,12 +248,20 @@ class TerminalForms:
                 values[name] = parse_field(prop, text)
                 return
             except ValueError as exc:
-                self.console.write(f"    ! {exc}")
+                self.console.write(f"    ! {_line(exc)}")
 
     def _confirm(self, values: Mapping[str, ElicitValue]) -> bool:
         summary = ", ".join(f"{k}={_show(v)}" for k, v in values.items())
-        self.console.write(f"  Answers: {summary}")
+        self.console.write(f"  Answers: {_line(summary)}")
         return _read(self.console, "  Send? [Y/n] ").lower() not in _NO
+
+
+def _host(url: str) -> str:
+    """The host of an (already escaped) URL, or why there is none."""
+    try:
+        return urlsplit(url).hostname or "none"
+    except ValueError:
+        return "invalid URL"
 
 
 def _show(value: object) -> str:
@@ -265,7 +281,7 @@ class TerminalSampler:
 
     async def __call__(self, params: CreateMessageRequestParams, /) -> CreateMessageResult:
         prompt = _render(params)
-        self.console.write("\nThe server asks the model:\n" + _indent(prompt))
+        self.console.write("\nThe server asks the model:\n" + _indent(escape(prompt)))
         if self.command is not None:
             text = await self._run(prompt)
             model = shlex.split(self.command)[0]
@@ -288,7 +304,12 @@ class TerminalSampler:
             *shlex.split(self.command), stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )
-        out, _ = await proc.communicate(prompt.encode("utf-8"))
+        try:
+            out, _ = await proc.communicate(prompt.encode("utf-8"))
+        except asyncio.CancelledError:  # the call's deadline: the sampler must not outlive it
+            proc.kill()
+            await proc.wait()
+            raise
         if proc.returncode != 0:
             raise InputRefused(f"the sampler exited with code {proc.returncode}")
         return out.decode("utf-8", errors="replace").strip()

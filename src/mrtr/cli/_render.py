@@ -1,4 +1,4 @@
-"""Plain-text rendering of results for `mrtr call` and friends."""
+"""Plain-text rendering of results for `mrtr call` and friends (server text escaped)."""
 
 from __future__ import annotations
 
@@ -22,11 +22,20 @@ from mrtr.protocol import (
     Tool,
 )
 
+from ._escape import escape
+
 __all__ = ["render"]
 
 
 def render(result: object) -> str:
-    """A human-readable text for a result or a list of listed items."""
+    """A human-readable text for a result or a list of listed items.
+
+    Control and invisible format characters from the server are shown as escapes.
+    """
+    return escape(_text(result))
+
+
+def _text(result: object) -> str:
     if isinstance(result, list):
         return "\n".join(_item(x) for x in result) if result else "(none)"
     if isinstance(result, CallToolResult):

@@ -1,7 +1,14 @@
 """The client side: `Client`, the sans-I/O MRTR flow, input handlers and checkpoints."""
 
 from mrtr.client._client import Client
-from mrtr.client._errors import ClientError, InputRefused, TooManyRounds, UnexpectedResult
+from mrtr.client._errors import (
+    ClientError,
+    InputRefused,
+    ListTooLong,
+    TooManyInputs,
+    TooManyRounds,
+    UnexpectedResult,
+)
 from mrtr.client._flow import Fulfil, Send, Sleep, Step, Suspended, call_flow, drive
 from mrtr.client._handlers import (
     ElicitationHandler,
@@ -10,6 +17,7 @@ from mrtr.client._handlers import (
     RoundHook,
     SamplingHandler,
 )
+from mrtr.client._limits import ClientLimits
 from mrtr.client._requests import ProgressHandler
 from mrtr.client._stepping import ManualFlow
 from mrtr.client._transport import NotificationSink, Transport, TransportError
@@ -18,11 +26,13 @@ __all__ = [
     "call_flow",
     "Client",
     "ClientError",
+    "ClientLimits",
     "drive",
     "ElicitationHandler",
     "Fulfil",
     "Handlers",
     "InputRefused",
+    "ListTooLong",
     "ManualFlow",
     "NotificationSink",
     "ProgressHandler",
@@ -33,6 +43,7 @@ __all__ = [
     "Sleep",
     "Step",
     "Suspended",
+    "TooManyInputs",
     "TooManyRounds",
     "Transport",
     "TransportError",

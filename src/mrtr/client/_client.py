@@ -4,15 +4,17 @@
 # which also owns the two recoveries the spec suggests: -32022 → retry once with a version from
 # `supported`, and -32020 on tools/call → re-list tools and retry once. MRTR rounds are not here:
 # they are `call_flow` (sans-I/O) run by `drive`, with `fulfil` answering input requests.
+# Every public call runs under one deadline (`_bounded`): no stall of a server (silence,
+# keep-alives, an endless cursor chain) may outlive `timeout`.
 from __future__ import annotations
 
 import asyncio
 import itertools
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sized
 from importlib import metadata
 from types import TracebackType
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import msgspec
 
@@ -68,6 +70,8 @@ from ._checkpoint import load_checkpoint
 from ._errors import UnexpectedResult
 from ._flow import FlowRequest, Fulfil, Step, call_flow, drive
 from ._handlers import Handlers, fulfil
+from ._limits import ClientLimits
+from ._paging import Page, walk
 from ._requests import (
     ListRequest,
     ProgressHandler,
@@ -83,14 +87,10 @@ from ._transport import Transport
 __all__ = ["Client"]
 
 ResultT = TypeVar("ResultT")
-class _Page(Protocol):
-    @property
-    def next_cursor(self) -> str | UnsetType: ...
-    @property
-    def ttl_ms(self) -> int: ...
+DEFAULT_TIMEOUT = 300.0
 
 
-PageT = TypeVar("PageT", bound=_Page)
+PageT = TypeVar("PageT", bound=Page)
 
 
 def _default_info() -> Implementation:
@@ -105,7 +105,8 @@ class Client:
     """An MCP 2026-07-28 client over any Transport; use as an async context manager.
 
     `handlers` decide the declared capabilities; `max_rounds` caps MRTR rounds per call;
-    `timeout` (seconds) bounds each whole call, all rounds included (raises TimeoutError).
+    `timeout` (seconds, None for no deadline) bounds each whole call, all pages, rounds and
+    handlers included (raises TimeoutError); `limits` caps pages and input requests.
     """
 
     def __init__(
@@ -114,7 +115,8 @@ class Client:
         *,
         handlers: Handlers | None = None,
         max_rounds: int = 10,
-        timeout: float | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        limits: ClientLimits | None = None,
         client_info: Implementation | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -122,6 +124,7 @@ class Client:
         self.handlers = handlers or Handlers()
         self.max_rounds = max_rounds
         self.timeout = timeout
+        self.limits = limits or ClientLimits()
         self.client_info = client_info or _default_info()
         self.protocol_version = SUPPORTED_VERSIONS[0]
         self._ids = itertools.count(1)
@@ -150,41 +153,47 @@ class Client:
         if cached is not None:
             return cached
         request = DiscoverRequest(id=self._next_id(), params=RequestParams(meta=self._meta()))
-        result = await self._expect(request, DiscoverResult)
+        result = await self._bounded(self._expect(request, DiscoverResult))
         self._cache.put("server/discover", result, result.ttl_ms)
         return result
 
     async def list_tools(self, *, refresh: bool = False) -> list[Tool]:
-        """All pages of `tools/list`; over HTTP, tools with invalid `x-mcp-header` are dropped."""
+        """All pages of `tools/list`; over HTTP, tools with invalid `x-mcp-header` are dropped.
+
+        Raises ListTooLong past `limits.max_pages` / `limits.max_items`.
+        """
         cached = None if refresh else self._cache.get("tools/list", list)
         if cached is not None:
             return cached
         pages = await self._pages(
-            lambda p: ListToolsRequest(id=self._next_id(), params=p), ListToolsResult
+            lambda p: ListToolsRequest(id=self._next_id(), params=p), ListToolsResult,
+            lambda page: page.tools,
         )
         tools = self._tools.index([t for page in pages for t in page.tools])
         self._cache.put("tools/list", tools, min(p.ttl_ms for p in pages))
         return tools
 
     async def list_prompts(self) -> list[Prompt]:
-        """All pages of `prompts/list`."""
+        """All pages of `prompts/list` (capped like `list_tools`)."""
         pages = await self._pages(
-            lambda p: ListPromptsRequest(id=self._next_id(), params=p), ListPromptsResult
+            lambda p: ListPromptsRequest(id=self._next_id(), params=p), ListPromptsResult,
+            lambda page: page.prompts,
         )
         return [item for page in pages for item in page.prompts]
 
     async def list_resources(self) -> list[Resource]:
-        """All pages of `resources/list`."""
+        """All pages of `resources/list` (capped like `list_tools`)."""
         pages = await self._pages(
-            lambda p: ListResourcesRequest(id=self._next_id(), params=p), ListResourcesResult
+            lambda p: ListResourcesRequest(id=self._next_id(), params=p), ListResourcesResult,
+            lambda page: page.resources,
         )
         return [item for page in pages for item in page.resources]
 
     async def list_resource_templates(self) -> list[ResourceTemplate]:
-        """All pages of `resources/templates/list`."""
+        """All pages of `resources/templates/list` (capped like `list_tools`)."""
         pages = await self._pages(
             lambda p: ListResourceTemplatesRequest(id=self._next_id(), params=p),
-            ListResourceTemplatesResult,
+            ListResourceTemplatesResult, lambda page: page.resource_templates,
         )
         return [item for page in pages for item in page.resource_templates]
 
@@ -203,8 +212,8 @@ class Client:
             context=CompletionContext(arguments=dict(context)) if context else UNSET,
             meta=self._meta(),
         )
-        return await self._expect(CompleteRequest(id=self._next_id(), params=params),
-                                  CompleteResult)
+        request = CompleteRequest(id=self._next_id(), params=params)
+        return await self._bounded(self._expect(request, CompleteResult))
 
     # -- MRTR requests ----------------------------------------------------------------------
 
@@ -238,7 +247,8 @@ class Client:
     ) -> ManualFlow[CallToolResult]:
         """A tool call stepped by hand: see ManualFlow (handlers are not used)."""
         request = self._tool_request(name, arguments, False)
-        return ManualFlow(request, self._new_flow(request, CallToolResult, False), send=self._send)
+        flow = self._new_flow(request, CallToolResult, False)
+        return ManualFlow(request, flow, send=self._send_bounded)
 
     def resume(
         self, checkpoint: str | bytes
@@ -249,9 +259,9 @@ class Client:
         expect = METHODS[request.method].result_type  # type: ignore[assignment]
         flow = call_flow(
             request, expect, new_id=self._next_id, new_meta=self._meta,
-            max_rounds=self.max_rounds, resume=suspended,
+            max_rounds=self.max_rounds, resume=suspended, limits=self.limits,
         )
-        return ManualFlow(request, flow, send=self._send, suspended=suspended)
+        return ManualFlow(request, flow, send=self._send_bounded, suspended=suspended)
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -269,7 +279,7 @@ class Client:
     ) -> Generator[Step, object, ResultT]:
         return call_flow(
             request, expect, new_id=self._next_id, new_meta=lambda: self._meta(progress),
-            max_rounds=self.max_rounds,
+            max_rounds=self.max_rounds, limits=self.limits,
         )
 
     async def _flow(
@@ -282,8 +292,24 @@ class Client:
             return await fulfil(self.handlers, step.input_requests, step.round)
 
         flow = self._new_flow(request, expect, progress is not None)
-        async with asyncio.timeout(self.timeout):
-            return await drive(flow, send=send, fulfil=answer)
+        return await self._bounded(drive(flow, send=send, fulfil=answer))
+
+    async def _bounded(self, work: Awaitable[ResultT]) -> ResultT:
+        """Await `work` within `timeout`; raises TimeoutError naming the deadline."""
+        if self.timeout is None:
+            return await work
+        scope = asyncio.timeout(self.timeout)
+        try:
+            async with scope:
+                return await work
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            raise TimeoutError(f"no result within the {self.timeout:g} s deadline "
+                               "(Client timeout)") from None
+
+    async def _send_bounded(self, request: FlowRequest) -> object:
+        return await self._bounded(self._send(request))
 
     def _next_id(self) -> int:
         return next(self._ids)
@@ -298,19 +324,17 @@ class Client:
         )
 
     async def _pages(
-        self, make: Callable[[PaginatedRequestParams], ListRequest], page_type: type[PageT]
+        self, make: Callable[[PaginatedRequestParams], ListRequest], page_type: type[PageT],
+        items: Callable[[PageT], Sized],
     ) -> list[PageT]:
-        pages: list[PageT] = []
-        cursor: str | UnsetType = UNSET
-        seen: set[str] = set()
-        while True:
+        kind: type = page_type
+        method = next(m for m, spec in METHODS.items() if spec.result_type is kind)
+
+        async def fetch(cursor: str | UnsetType) -> PageT:
             params = PaginatedRequestParams(cursor=cursor, meta=self._meta())
-            page = await self._expect(make(params), page_type)
-            pages.append(page)
-            cursor = page.next_cursor
-            if cursor is UNSET or cursor in seen:
-                return pages
-            seen.add(cursor)
+            return await self._expect(make(params), page_type)
+
+        return await self._bounded(walk(fetch, items, method=method, limits=self.limits))
 
     async def _expect(self, request: Request, expect: type[ResultT]) -> ResultT:
         result = await self._send(request)

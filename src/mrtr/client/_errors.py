@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from mrtr.errors import MrtrError
 
-__all__ = ["ClientError", "InputRefused", "TooManyRounds", "UnexpectedResult"]
+__all__ = [
+    "ClientError",
+    "InputRefused",
+    "ListTooLong",
+    "TooManyInputs",
+    "TooManyRounds",
+    "UnexpectedResult",
+]
 
 
 class ClientError(MrtrError):
@@ -24,6 +31,14 @@ class InputRefused(ClientError):
 
     MRTR has no per-input error channel: the only way to refuse is to stop retrying.
     """
+
+
+class TooManyInputs(InputRefused):
+    """The server asked for more input requests than `ClientLimits` allows (none was answered)."""
+
+
+class ListTooLong(ClientError):
+    """A `*/list` walk went past `ClientLimits.max_pages` or `max_items` (an endless cursor)."""
 
 
 class UnexpectedResult(ClientError):

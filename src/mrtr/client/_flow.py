@@ -25,7 +25,8 @@ from mrtr.protocol import (
     RequestMeta,
 )
 
-from ._errors import InputRefused, TooManyRounds, UnexpectedResult
+from ._errors import InputRefused, TooManyInputs, TooManyRounds, UnexpectedResult
+from ._limits import ClientLimits
 
 __all__ = [
     "FlowRequest",
@@ -85,24 +86,46 @@ def call_flow(
     max_rounds: int = 10,
     backoff: float = DEFAULT_BACKOFF,
     resume: Suspended | None = None,
+    limits: ClientLimits | None = None,
 ) -> Generator[Step, object, ResultT]:
     """Drive one MRTR request to its final result of type `expect`.
 
-    `resume` restarts a flow suspended in another process (see `Suspended`). Raises
-    TooManyRounds after `max_rounds` input_required replies, InputRefused when answers are
-    missing, UnexpectedResult for a result that is neither `expect` nor input_required.
+    `resume` restarts a flow suspended in another process (see `Suspended`; its input count
+    starts again at 0). Raises TooManyRounds after `max_rounds` input_required replies,
+    TooManyInputs past the `limits` on input requests (before Fulfil), InputRefused when
+    answers are missing, UnexpectedResult for a result that is neither `expect` nor
+    input_required.
     """
+    limits = limits or ClientLimits()
     rounds = 0 if resume is None else resume.round - 1
+    asked = 0
     reply = resume.reply if resume is not None else (yield Send(request))
     while isinstance(reply, InputRequiredResult):
         rounds += 1
         if rounds > max_rounds:
             raise TooManyRounds(max_rounds)
+        asked = _count_inputs(reply, asked, limits)
         answers = yield from _answers(reply, rounds, backoff)
         reply = yield Send(_retry(request, answers, reply, new_id(), new_meta()))
     if not isinstance(reply, expect):
         raise UnexpectedResult(f"expected {expect.__name__}, got {type(reply).__name__}")
     return reply
+
+
+def _count_inputs(reply: InputRequiredResult, asked: int, limits: ClientLimits) -> int:
+    """The flow's input requests so far, `reply`'s included; raises TooManyInputs."""
+    count = len(reply.input_requests) if reply.input_requests is not UNSET else 0
+    if count > limits.max_round_inputs:
+        raise TooManyInputs(
+            f"the server asked {count} input requests in one round "
+            f"(max_round_inputs={limits.max_round_inputs})"
+        )
+    if asked + count > limits.max_flow_inputs:
+        raise TooManyInputs(
+            f"the server asked {asked + count} input requests in this call "
+            f"(max_flow_inputs={limits.max_flow_inputs})"
+        )
+    return asked + count
 
 
 def _answers(

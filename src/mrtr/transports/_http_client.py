@@ -3,7 +3,9 @@
 # Design: the transport only moves bytes. It tells the final response from notifications on an
 # SSE stream by the presence of an `id` without a `method` (a framing fact, not a protocol
 # decision), and leaving the `async with stream` early, or being cancelled, closes the stream,
-# which is how Streamable HTTP cancels a request.
+# which is how Streamable HTTP cancels a request. A server is not trusted with our memory: a
+# JSON body is read up to `max_body` bytes and one SSE event up to `max_event` bytes (keep-alive
+# comments end an event too); time is bounded by the Client's deadline, not here.
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -17,6 +19,8 @@ from mrtr.protocol import JSON, UNSET, RequestId, SSEParser, UnsetType
 __all__ = ["HTTPTransport"]
 
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, read=300.0)
+DEFAULT_MAX_BODY = 16 * 1024 * 1024  # bytes, as the stdio line limit
+DEFAULT_MAX_EVENT = 16 * 1024 * 1024
 _ACCEPT = "application/json, text/event-stream"
 
 
@@ -42,7 +46,8 @@ class HTTPTransport:
 
     `headers` are added to every request (e.g. Authorization); `transport` is an httpx
     transport for the client this creates (e.g. `httpx.ASGITransport(app)` in tests); or pass
-    your own `client` (it is then not closed by `aclose`).
+    your own `client` (it is then not closed by `aclose`). A JSON reply over `max_body`
+    bytes, or an SSE event over `max_event` bytes, raises TransportError.
     """
 
     sends_headers = True
@@ -55,8 +60,12 @@ class HTTPTransport:
         client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        max_body: int = DEFAULT_MAX_BODY,
+        max_event: int = DEFAULT_MAX_EVENT,
     ) -> None:
         self.url = url
+        self.max_body = max_body
+        self.max_event = max_event
         self._extra = dict(headers or {})
         self._owned = client is None
         self._client = client or httpx.AsyncClient(timeout=timeout, transport=transport)
@@ -82,8 +91,8 @@ class HTTPTransport:
             ) as reply:
                 kind = reply.headers.get("content-type", "").split(";")[0].strip().lower()
                 if kind == "text/event-stream":
-                    return await _read_stream(reply, notify)
-                body = await reply.aread()
+                    return await _read_stream(reply, notify, self.max_event)
+                body = await _read_body(reply, self.max_body)
                 if kind == "application/json" or (body[:1] == b"{" and reply.status_code < 500):
                     return body
                 raise TransportError(
@@ -99,9 +108,50 @@ class HTTPTransport:
             await self._client.aclose()
 
 
-async def _read_stream(reply: httpx.Response, notify: NotificationSink) -> bytes:
-    parser = SSEParser()
+async def _read_body(reply: httpx.Response, limit: int) -> bytes:
+    declared = reply.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise TransportError(f"the reply body ({declared} bytes) exceeds max_body={limit}")
+    body = bytearray()
     async for chunk in reply.aiter_bytes():
+        body += chunk
+        if len(body) > limit:
+            raise TransportError(f"the reply body exceeds max_body={limit} bytes")
+    return bytes(body)
+
+
+class EventSize:
+    """The size in bytes of the SSE event being received (since the last blank line).
+
+    Line ends are CRLF, LF or CR (WHATWG); `feed` raises TransportError past `limit`.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+        self._line_start = True  # the bytes so far end with a line end
+        self._after_cr = False  # ... and that line end was a CR (an LF may follow)
+
+    def feed(self, chunk: bytes) -> None:
+        if self._after_cr and chunk[:1] == b"\n":
+            chunk = chunk[1:]
+        self._after_cr = chunk[-1:] == b"\r"
+        if not chunk:
+            return
+        text = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        end = (b"\n" if self._line_start else b"") + text
+        self._line_start = text[-1:] == b"\n"
+        blank = end.rfind(b"\n\n")
+        self.size = len(end) - blank - 2 if blank != -1 else self.size + len(text)
+        if self.size > self.limit:
+            raise TransportError(f"an SSE event exceeds max_event={self.limit} bytes")
+
+
+async def _read_stream(reply: httpx.Response, notify: NotificationSink, limit: int) -> bytes:
+    parser = SSEParser()
+    size = EventSize(limit)
+    async for chunk in reply.aiter_bytes():
+        size.feed(chunk)
         for event in parser.feed(chunk):
             if event.event != "message" or not event.data:
                 continue

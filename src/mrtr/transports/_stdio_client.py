@@ -28,6 +28,8 @@ from mrtr.protocol import (
 
 __all__ = ["StdioTransport"]
 
+DEFAULT_MAX_LINE = 16 * 1024 * 1024  # bytes, as LineFramer's default
+
 
 class _Peek(msgspec.Struct, frozen=True):
     id: JSON = UNSET
@@ -42,8 +44,9 @@ class StdioTransport:
     """Spawn `command` (a list, or a string split like a shell would) on first use.
 
     `stderr` is passed to the subprocess (None inherits ours; `subprocess.DEVNULL` hides the
-    server's log). Shutdown closes stdin, waits `shutdown_timeout` seconds, then sends SIGTERM,
-    then SIGKILL.
+    server's log). A line over `max_line` bytes from the server fails every request with
+    TransportError. Shutdown closes stdin, waits `shutdown_timeout` seconds, then sends
+    SIGTERM, then SIGKILL.
     """
 
     sends_headers = False
@@ -56,12 +59,14 @@ class StdioTransport:
         cwd: str | None = None,
         stderr: int | None = None,
         shutdown_timeout: float = 2.0,
+        max_line: int = DEFAULT_MAX_LINE,
     ) -> None:
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)
         self._env = dict(env) if env is not None else None
         self._cwd = cwd
         self._stderr = stderr
         self._shutdown_timeout = shutdown_timeout
+        self.max_line = max_line
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
         self._waiting: dict[RequestId, _Waiter] = {}
@@ -85,7 +90,7 @@ class StdioTransport:
             return await future
         except asyncio.CancelledError:
             if future.cancelled():  # no answer yet: tell the server to stop
-                await self._cancel_remote(proc, request_id)
+                self._cancel_remote(proc, request_id)
             raise
         finally:
             self._waiting.pop(request_id, None)
@@ -138,14 +143,16 @@ class StdioTransport:
         except (ConnectionError, OSError) as exc:
             raise TransportError(f"cannot write to the server: {exc}") from exc
 
-    async def _cancel_remote(self, proc: asyncio.subprocess.Process, request_id: RequestId) -> None:
+    def _cancel_remote(self, proc: asyncio.subprocess.Process, request_id: RequestId) -> None:
+        # No drain: a server that reads nothing must not hang the cancellation (the deadline).
         note = CancelledNotification(params=CancelledNotificationParams(request_id=request_id))
-        with contextlib.suppress(TransportError):
-            await self._write(proc, encode_message(note))
+        assert proc.stdin is not None
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+            proc.stdin.write(encode_line(encode_message(note)))
 
     async def _read(self, proc: asyncio.subprocess.Process) -> None:
         assert proc.stdout is not None
-        framer = LineFramer()
+        framer = LineFramer(max_line_length=self.max_line)
         try:
             while chunk := await proc.stdout.read(65536):
                 for line in framer.feed(chunk):
