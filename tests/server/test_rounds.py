@@ -1,4 +1,5 @@
-"""RoundEngine and guard style: suspend into a sealed state, reopen it, cap the rounds."""
+"""RoundEngine, Round and guard style: suspend into a sealed state, reopen it, cap the rounds,
+and how a handler's own exceptions, task groups and swallowed suspensions end a round."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from mrtr.protocol import (
 )
 from mrtr.server import Binding, InputRequired, Peer, Sealer
 from mrtr.server._journal import FlowState, decode_flow
-from mrtr.server._rounds import RoundEngine
+from mrtr.server._rounds import Round, RoundEngine
 from mrtr.server._sealing import digest_arguments
 from mrtr.testing import Clock
 from tests.server.wire import FROZEN_STATE_ERROR, WireClient
@@ -136,15 +137,15 @@ def make_engine(clock: Clock | None = None) -> tuple[RoundEngine, Sealer]:
     return RoundEngine(sealer, max_rounds=4, random=lambda n: b"\x01" * n), sealer
 
 
-def context(flow: FlowState, responses: dict[str, Any] | None = None) -> Context:
-    return Context(request_id=1, meta=META, peer=Peer(), flow=flow,
-                   input_responses=responses or {})
+def run(round_: Round, handler: Any, responses: dict[str, Any] | None = None) -> Any:
+    ctx = round_.context(request_id=1, meta=META, peer=Peer(), input_responses=responses or {})
+    return asyncio.run(round_.run(handler, ctx))
 
 
 def test_open_without_state_starts_a_flow() -> None:
     engine, _ = make_engine()
-    flow, deadline = engine.open(UNSET, lambda: pytest.fail("no binding needed"))
-    assert flow == FlowState() and deadline is None
+    round_ = engine.open(UNSET, lambda: pytest.fail("no binding needed"))
+    assert round_.flow == FlowState()
 
 
 def test_suspend_seals_journal_and_pending() -> None:
@@ -155,16 +156,19 @@ def test_suspend_seals_journal_and_pending() -> None:
         await ctx.gather(ctx.confirm("b?", key="b"), ctx.confirm("c?", key="c"))
         return str(first)
 
-    flow = FlowState()
-    ctx = context(flow, {"a": {"action": "accept", "content": {"confirm": True}}})
-    out = asyncio.run(engine.run(handler, ctx, flow, lambda: BINDING, None))
+    first = run(engine.open(UNSET, lambda: BINDING), handler)
+    assert isinstance(first, InputRequiredResult)
+    assert first.input_requests is not UNSET and list(first.input_requests) == ["a"]
+    out = run(engine.open(first.request_state, lambda: BINDING), handler,
+              {"a": {"action": "accept", "content": {"confirm": True}}})
     assert isinstance(out, InputRequiredResult)
     assert out.input_requests is not UNSET and sorted(out.input_requests) == ["b", "c"]
     body = decode_flow(sealer.unseal(str(out.request_state), BINDING).body)
-    assert body.round == 1 and body.pending == ["b", "c"] and body.flow == "01" * 12
+    assert body.round == 2 and sorted(body.pending) == ["b", "c"] and body.flow_id == "01" * 12
     assert list(body.journal) == ["a"]
-    reopened, deadline = engine.open(out.request_state, lambda: BINDING)
-    assert reopened == body and deadline is not None
+    assert len(set(body.pending.values())) == 2  # each key with the shape of its own ask
+    reopened = engine.open(out.request_state, lambda: BINDING)
+    assert reopened.flow == body
 
 
 def test_default_flow_ids_are_unique_per_flow_and_per_engine() -> None:
@@ -174,10 +178,9 @@ def test_default_flow_ids_are_unique_per_flow_and_per_engine() -> None:
         return await ctx.confirm("a?", key="a")
 
     def flow_id(engine: RoundEngine) -> str:
-        flow = FlowState()
-        out = asyncio.run(engine.run(handler, context(flow), flow, lambda: BINDING, None))
+        out = run(engine.open(UNSET, lambda: BINDING), handler)
         assert isinstance(out, InputRequiredResult)
-        return decode_flow(sealer.unseal(str(out.request_state), BINDING).body).flow
+        return decode_flow(sealer.unseal(str(out.request_state), BINDING).body).flow_id
 
     first, second = RoundEngine(sealer), RoundEngine(sealer)
     ids = [flow_id(first), flow_id(first), flow_id(second)]
@@ -202,7 +205,7 @@ def test_open_rejects_an_undecodable_journal() -> None:
 def test_open_caps_rounds() -> None:
     engine, sealer = make_engine()
     from mrtr.server._journal import encode_flow
-    token = sealer.seal(encode_flow(FlowState(flow="f", round=4)), BINDING)
+    token = sealer.seal(encode_flow(FlowState(flow_id="f", round=4)), BINDING)
     with pytest.raises(InvalidParams, match="limit 4"):
         engine.open(token, lambda: BINDING)
 
@@ -214,11 +217,10 @@ def test_flow_deadline_is_carried_not_extended() -> None:
     async def handler(ctx: Context) -> object:
         return InputRequired(state=ctx.round)
 
-    flow = FlowState()
-    first = asyncio.run(engine.run(handler, context(flow), flow, lambda: BINDING, None))
+    first = run(engine.open(UNSET, lambda: BINDING), handler)
     assert isinstance(first, InputRequiredResult)
-    opened, deadline = engine.open(first.request_state, lambda: BINDING)
+    deadline = sealer.unseal(str(first.request_state), BINDING).deadline
     clock.advance(100)
-    second = asyncio.run(engine.run(handler, context(opened), opened, lambda: BINDING, deadline))
+    second = run(engine.open(first.request_state, lambda: BINDING), handler)
     assert isinstance(second, InputRequiredResult)
     assert sealer.unseal(str(second.request_state), BINDING).deadline == deadline
