@@ -4,10 +4,12 @@ and how a handler's own exceptions, task groups and swallowed suspensions end a 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
 
@@ -70,6 +72,59 @@ async def guarded_prompt(ctx: Context) -> object:
     return f"prompt {ctx.state}"
 
 
+@app.tool()
+async def guard_peek(ctx: Context) -> object:
+    """Guard style: report which raw responses the handler is shown."""
+    seen = sorted(ctx.input_responses)
+    if ctx.round == 1:
+        return InputRequired(asks={"who": ctx.elicit("Who?", Name, key="who")}, state=seen)
+    return f"{ctx.state} {seen}"
+
+
+@app.tool()
+async def in_task_group(ctx: Context) -> str:
+    async with asyncio.TaskGroup() as group:
+        first = group.create_task(_ask(ctx, "a"))
+        second = group.create_task(_ask(ctx, "b"))
+    return f"{first.result()} {second.result()}"
+
+
+@app.tool()
+async def in_anyio_task_group(ctx: Context) -> str:
+    names: dict[str, str] = {}
+
+    async def ask(key: str) -> None:
+        names[key] = await _ask(ctx, key)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(ask, "a")
+        group.start_soon(ask, "b")
+    return f"{names['a']} {names['b']}"
+
+
+@app.tool()
+async def task_group_fails(ctx: Context) -> str:
+    async def boom() -> None:
+        raise ValueError("boom")
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(_ask(ctx, "a"))
+        group.create_task(boom())
+    return "unreachable"
+
+
+async def _ask(ctx: Context, key: str) -> str:
+    return (await ctx.elicit(f"{key}?", Name, key=key)).name
+
+
+@app.completion(prompt="guarded_prompt")
+async def complete_by_asking(ctx: Context, argument: str, value: str,
+                             context: object) -> list[str]:
+    async with asyncio.TaskGroup() as group:
+        group.create_task(_ask(ctx, "a"))
+    return []
+
+
 @pytest.fixture()
 def client() -> Iterator[WireClient]:
     calls.clear()
@@ -113,6 +168,59 @@ def test_guard_asks_are_capability_checked() -> None:
 def test_guard_style_in_prompts(client: WireClient) -> None:
     flow = client.get_prompt("guarded_prompt", answers={"c": True})
     assert flow.result["messages"][0]["content"]["text"] == "prompt p"
+
+
+def test_guard_style_sees_only_answers_to_what_it_asked(client: WireClient) -> None:
+    junk = {"action": "accept", "content": {"name": "x"}}
+    first = client.request("tools/call", {"name": "guard_peek", "arguments": {},
+                                          "inputResponses": {"who": junk, "zzz": junk}})
+    second = client.request("tools/call", {"name": "guard_peek", "arguments": {},
+                                           "requestState": first["requestState"],
+                                           "inputResponses": {"who": junk, "zzz": junk}})
+    assert second["content"][0]["text"] == "[] ['who']"
+
+
+@pytest.mark.parametrize("tool", ["in_task_group", "in_anyio_task_group"])
+def test_asks_inside_task_groups_suspend_issue_11(client: WireClient, tool: str) -> None:
+    flow = client.call_tool(tool, answers={"a": {"name": "A"}, "b": {"name": "B"}})
+    assert "a" in flow.asked(1)
+    assert flow.text == "A B" and not flow.result.get("isError")
+
+
+def test_a_failure_in_a_task_group_wins_over_its_asks(
+    client: WireClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="mrtr.server"):
+        reply = client.send("tools/call", {"name": "task_group_fails", "arguments": {}})
+    assert reply["result"]["isError"] is True and "boom" in caplog.text
+
+
+def test_an_ask_in_a_task_group_of_a_completion_is_a_frozen_error(client: WireClient) -> None:
+    reply = client.send("completion/complete", {
+        "ref": {"type": "ref/prompt", "name": "guarded_prompt"},
+        "argument": {"name": "x", "value": "y"}})
+    assert reply["error"] == {"code": -32603, "message": "Internal error"}
+
+
+def test_answers_are_journaled_without_ignored_fields_issue_11(client: WireClient) -> None:
+    junk = "x" * 300_000
+    first = client.request("tools/call", {"name": "in_task_group", "arguments": {}})
+    asked = sorted(first["inputRequests"])
+    second = client.request("tools/call", {
+        "name": "in_task_group", "arguments": {}, "requestState": first["requestState"],
+        "inputResponses": {key: {"action": "accept", "content": {"name": key, "junk": junk}}
+                           for key in asked}})
+    assert len(second.get("requestState", "")) < 1_000
+    assert second.get("content", [{}])[0].get("text", "a b") == "a b"
+
+
+def test_an_answer_too_large_to_carry_is_invalid_params_issue_11(client: WireClient) -> None:
+    first = client.request("tools/call", {"name": "in_task_group", "arguments": {}})
+    huge = {"action": "accept", "content": {"name": "x" * 300_000}}
+    reply = client.send("tools/call", {
+        "name": "in_task_group", "arguments": {}, "requestState": first["requestState"],
+        "inputResponses": {"a": huge}})
+    assert reply["error"]["code"] == -32602 and "too large" in reply["error"]["message"]
 
 
 def test_max_rounds_cap() -> None:
