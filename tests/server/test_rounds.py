@@ -103,6 +103,12 @@ async def in_anyio_task_group(ctx: Context) -> str:
 
 
 @app.tool()
+async def in_asyncio_gather(ctx: Context) -> str:
+    first, second = await asyncio.gather(_ask(ctx, "a"), _ask(ctx, "b"))
+    return f"{first} {second}"
+
+
+@app.tool()
 async def task_group_fails(ctx: Context) -> str:
     async def boom() -> None:
         raise ValueError("boom")
@@ -180,10 +186,11 @@ def test_guard_style_sees_only_answers_to_what_it_asked(client: WireClient) -> N
     assert second["content"][0]["text"] == "[] ['who']"
 
 
-@pytest.mark.parametrize("tool", ["in_task_group", "in_anyio_task_group"])
+@pytest.mark.parametrize("tool", ["in_task_group", "in_anyio_task_group", "in_asyncio_gather"])
 def test_asks_inside_task_groups_suspend_issue_11(client: WireClient, tool: str) -> None:
+    """Tasks that reach their asks together send them in one round, as ctx.gather does."""
     flow = client.call_tool(tool, answers={"a": {"name": "A"}, "b": {"name": "B"}})
-    assert "a" in flow.asked(1)
+    assert flow.rounds == 2 and set(flow.asked(1)) == {"a", "b"}
     assert flow.text == "A B" and not flow.result.get("isError")
 
 

@@ -10,6 +10,7 @@
 # for the exact question it was given to.
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -182,7 +183,12 @@ def form_spec(message: str, schema: dict[str, object], schema_digest: str) -> As
     request = ElicitRequest(
         params=ElicitRequestParams(mode="form", message=message, requested_schema=schema)
     )
-    return AskSpec(request, _digest(("form", schema_digest, message)), _FORM_NEEDS)
+    return AskSpec(request, _form_shape(schema_digest, message), _FORM_NEEDS)
+
+
+@functools.lru_cache(maxsize=1024)  # a pure memo: most forms ask the same text every round
+def _form_shape(schema_digest: str, message: str) -> str:
+    return _digest(("form", schema_digest, message))
 
 
 def schema_digest(schema: dict[str, object]) -> str:

@@ -123,7 +123,7 @@ class Round:
     """One request of a flow: settles the handler's asks, then finishes or suspends."""
 
     __slots__ = ("_answered", "_bind", "_capabilities", "_deadline", "_engine", "_responses",
-                 "_shapes", "asked", "flow")
+                 "_sent", "_shapes", "asked", "flow")
 
     def __init__(
         self,
@@ -141,6 +141,7 @@ class Round:
         self._shapes: dict[str, str] = {}  # key -> shape of every ask settled in this run
         self._answered = False  # an answer was journaled this round
         self.asked: dict[str, InputRequest] = {}  # what this round sends
+        self._sent: dict[str, str] = {}  # and the shapes of those asks
 
     def context(
         self,
@@ -167,12 +168,12 @@ class Round:
         try:
             value = await handler(ctx)
         except Suspend:
-            return self._suspend(self.asked, self._sent_shapes(), self.flow.state)
+            return self._suspend(self.asked, self._sent, self.flow.state)
         except BaseExceptionGroup as group:  # asks inside task groups: one round, like gather
             rest = group.split(Suspend)[1]
             if rest is not None:
                 raise rest from group  # a real failure wins over the suspension
-            return self._suspend(self.asked, self._sent_shapes(), self.flow.state)
+            return self._suspend(self.asked, self._sent, self.flow.state)
         if self.asked:
             raise SuspendSwallowed(
                 f"the handler returned after asking for {sorted(self.asked)}: it caught mrtr's "
@@ -226,12 +227,10 @@ class Round:
                 return ask.fallback
             raise MissingRequiredClientCapability(ask.spec.capability)
         self.asked[ask.key] = ask.with_problem(problem) if problem else ask.request
+        self._sent[ask.key] = ask.spec.shape
         return _UNANSWERED
 
     # -- suspending ------------------------------------------------------------------------------
-    def _sent_shapes(self) -> dict[str, str]:
-        return {key: self._shapes[key] for key in self.asked}
-
     def _suspend_guard(self, value: InputRequired) -> InputRequiredResult:
         asks: dict[str, InputRequest] = {}
         shapes: dict[str, str] = {}
