@@ -1,8 +1,7 @@
 """Runner: the methods that may take several rounds (tools/call, prompts/get, resources/read)."""
 
 # Design: each method builds a Binding factory (computed only when a state is opened or sealed),
-# opens the round (the engine's Round carries flow, binding and deadline), runs the handler in it
-# and shapes the result. Failures inside
+# opens the flow, runs the handler through the round engine and shapes the result. Failures inside
 # a tool become `isError` results; inside prompts and resources they become frozen -32603 errors.
 from __future__ import annotations
 
