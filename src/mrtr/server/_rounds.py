@@ -190,36 +190,31 @@ class Round:
         return values
 
     def _resolve(self, ask: Ask[Any]) -> Any:
-        key, shape = ask.key, ask.spec.shape
-        if self._shapes.setdefault(key, shape) != shape:
+        key, shape, flow = ask.key, ask.spec.shape, self.flow
+        if key not in self._shapes:
+            self._shapes[key] = shape
+        elif self._shapes[key] != shape:
             raise RuntimeError(f"two different asks share the key {key!r}")
-        journal = self.flow.journal
-        known = journal.get(key)
         problem: str | None = None
-        if known is not None and known.shape == shape:
+        if key in flow.journal and flow.journal[key].shape == shape:
             try:
-                return ask.resolve(known.value)[0]
+                return ask.resolve(flow.journal[key].value)[0]
             except Reask as exc:  # valid when given, not now (e.g. after an upgrade): ask again
-                del journal[key]
+                del flow.journal[key]
                 problem = exc.problem
-        raw = self._responses.get(key, _UNANSWERED)
-        if raw is not _UNANSWERED and self._answers(ask):
+        # A response answers this very ask only if the last round sent it, as it is now; an
+        # ask never sent (round 1, a settled key, a key asked earlier) only if it opted in.
+        if key in self._responses and (flow.pending[key] == shape if key in flow.pending
+                                       else ask.accept_unasked):
             try:
-                value, kept = ask.resolve(raw)
+                value, kept = ask.resolve(self._responses[key])
             except Reask as exc:
                 problem = exc.problem
             else:
-                journal[key] = Answer(shape=shape, value=kept)
+                flow.journal[key] = Answer(shape=shape, value=kept)
                 self._answered = True
                 return value
         return self._emit(ask, problem)
-
-    def _answers(self, ask: Ask[Any]) -> bool:
-        """Whether this round's response under the ask's key answers this very ask."""
-        sent = self.flow.pending.get(ask.key)
-        if sent is None:  # never sent (round 1, a settled key, a key asked earlier)
-            return ask.accept_unasked
-        return sent == ask.spec.shape
 
     def _emit(self, ask: Ask[Any], problem: str | None) -> Any:
         if capability_missing(self._capabilities, ask.spec.capability):
