@@ -46,10 +46,10 @@ def sealed_round() -> tuple[Sealer, bytes, Binding]:
     """A Sealer, the journal of `greet` after one accepted answer, and its request binding."""
     sealer = Sealer(keys=[_KEY], audience=_AUDIENCE)
     flow = FlowState(
-        flow="9f8e7d6c5b4a39281706f5e4",
+        flow_id="9f8e7d6c5b4a39281706f5e4",
         round=1,
-        journal={"name": Answer(shape="3b1f0c9a2d7e4f60", value=_ACCEPTED)},
-        pending=["name"],
+        journal={"name": Answer(shape="3b1f0c9a2d7e4f603b1f0c9a2d7e4f60", value=_ACCEPTED)},
+        pending={"name": "3b1f0c9a2d7e4f603b1f0c9a2d7e4f60"},
     )
     binding = Binding(
         method="tools/call",

@@ -115,7 +115,9 @@ def test_meta_and_capabilities() -> None:
 
 def test_notifications_are_collected() -> None:
     with TestClient(app) as client:
+        first = client.send("tools/call", {"name": "twice", "arguments": {}})
         client.send("tools/call", {"name": "twice", "arguments": {},
+                                   "requestState": first["result"]["requestState"],
                                    "inputResponses": {"n": {"action": "accept",
                                                             "content": {"name": "x"}}},
                                    "_meta": client.meta(progressToken=7)})

@@ -181,8 +181,8 @@ class UserContext(Form):
 
 @app.tool()
 async def test_input_required_result_elicitation(ctx: Context) -> str:
-    """Asks the user's name."""
-    answer = await ctx.elicit("What is your name?", Name, key="user_name")
+    """Asks the user's name; an answer sent up front counts (ignore-extra-params)."""
+    answer = await ctx.elicit("What is your name?", Name, key="user_name", accept_unasked=True)
     return f"Hello, {answer.name}!"
 
 

@@ -20,13 +20,18 @@ from mrtr.protocol import (
 from mrtr.server._asks import (
     Declined,
     Reask,
+    Suspend,
     capability_missing,
     decode_elicit,
-    decode_roots,
-    decode_sample,
     form_spec,
+    request_shape,
     required_capability,
-    shape_of,
+    resolve_roots,
+    resolve_sample,
+    roots_spec,
+    sampling_spec,
+    schema_digest,
+    url_spec,
 )
 
 FORM: dict[str, object] = {"elicitation": {"form": {}}}
@@ -80,21 +85,67 @@ def test_malformed_elicit_answers_reask(raw: object) -> None:
 
 def test_decoders() -> None:
     assert decode_elicit({"action": "decline"}).action == "decline"
-    roots = decode_roots({"roots": [{"uri": "file:///a"}]})
-    assert [r.uri for r in roots] == ["file:///a"]
-    sample = decode_sample({"role": "assistant", "content": {"type": "text", "text": "t"},
-                            "model": "m"})
-    assert sample.model == "m"
+    roots, kept = resolve_roots({"roots": [{"uri": "file:///a", "junk": "x" * 100}]})
+    assert [r.uri for r in roots] == ["file:///a"] and kept == {"roots": [{"uri": "file:///a"}]}
+    sample, kept = resolve_sample({"role": "assistant", "content": {"type": "text", "text": "t"},
+                                   "model": "m", "junk": [1, 2, 3]})
+    assert sample.model == "m" and "junk" not in kept and resolve_sample(kept)[0] == sample
     with pytest.raises(Reask):
-        decode_sample({"roots": []})
+        resolve_sample({"roots": []})
     with pytest.raises(Reask):
-        decode_roots({"roots": "nope"})
+        resolve_roots({"roots": "nope"})
 
 
-def test_shape_depends_on_method_and_detail() -> None:
-    assert shape_of("a", {"x": 1, "y": 2}) == shape_of("a", {"y": 2, "x": 1})
-    assert shape_of("a", 1) != shape_of("b", 1) and len(shape_of("a", None)) == 16
+def _params(**changes: Any) -> CreateMessageRequestParams:
+    base: dict[str, Any] = {
+        "messages": [SamplingMessage(role="user", content=TextContent(text="hi"))],
+        "max_tokens": 5}
+    return CreateMessageRequestParams(**{**base, **changes})
+
+
+def test_shape_covers_everything_the_user_or_model_sees() -> None:
+    """Changing any part of an ask changes its shape (issue 11: consent bound to the question)."""
+    schema: dict[str, object] = {"type": "object", "properties": {"x": {"type": "string"}}}
+    other: dict[str, object] = {"type": "object", "properties": {"y": {"type": "string"}}}
+    tool = Tool(name="t", input_schema={"type": "object"})
+    shapes = [
+        form_spec("Delete A?", schema, schema_digest(schema)).shape,
+        form_spec("Delete B?", schema, schema_digest(schema)).shape,
+        form_spec("Delete A?", other, schema_digest(other)).shape,
+        url_spec("Sign in", "https://a.example").shape,
+        url_spec("Sign in", "https://b.example").shape,
+        url_spec("Log in", "https://a.example").shape,
+        sampling_spec(_params()).shape,
+        sampling_spec(_params(max_tokens=6)).shape,
+        sampling_spec(_params(system_prompt="be terse")).shape,
+        sampling_spec(_params(temperature=0.5)).shape,
+        sampling_spec(_params(tools=[tool])).shape,
+        sampling_spec(_params(messages=[SamplingMessage(role="user",
+                                                        content=TextContent(text="ho"))])).shape,
+        roots_spec().shape,
+    ]
+    assert len(set(shapes)) == len(shapes)
+    assert schema_digest({"a": 1, "b": 2}) == schema_digest({"b": 2, "a": 1})
     assert form_spec("m", {}, "d").capability == FORM
+    assert url_spec("m", "https://x").capability == URL
+    assert sampling_spec(_params()).shape == sampling_spec(_params()).shape
+    assert request_shape(url_spec("m", "https://x").request) != request_shape(
+        url_spec("n", "https://x").request)
+
+
+def test_shape_parts_cannot_run_into_each_other() -> None:
+    assert url_spec("a", "bc").shape != url_spec("ab", "c").shape
+
+
+def test_sampling_with_tools_needs_sampling_tools() -> None:
+    tool = Tool(name="t", input_schema={"type": "object"})
+    assert sampling_spec(_params()).capability == {"sampling": {}}
+    assert sampling_spec(_params(tools=[tool])).capability == {"sampling": {"tools": {}}}
+
+
+def test_suspend_is_not_an_exception() -> None:
+    """A handler's `except Exception` must never swallow a suspension (issue 20, M15)."""
+    assert issubclass(Suspend, BaseException) and not issubclass(Suspend, Exception)
 
 
 def test_declined_message() -> None:

@@ -3,6 +3,7 @@ gates, fallbacks, once, gather), progress and logging."""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterator
 from typing import Annotated, Any
@@ -105,6 +106,11 @@ async def derived_keys(ctx: Context) -> str:
 
 
 @app.tool()
+async def up_front(ctx: Context) -> str:
+    return (await ctx.elicit("Who?", Name, key="who", accept_unasked=True)).name
+
+
+@app.tool()
 async def progress(ctx: Context) -> str:
     for value in (0, 50, 50, 25, 100):
         await ctx.report_progress(value, 100)
@@ -174,7 +180,7 @@ def test_unknown_keys_are_ignored(client: WireClient) -> None:
     assert set(reply["result"]["inputRequests"]) == {"b"}
 
 
-def test_a_settled_key_cannot_be_reanswered(client: WireClient) -> None:
+def test_the_journal_wins_over_a_re_answer(client: WireClient) -> None:
     r1 = client.request("tools/call", {"name": "two_steps", "arguments": {}})
     r2 = client.request("tools/call", {"name": "two_steps", "arguments": {},
                                        "requestState": r1["requestState"],
@@ -187,19 +193,163 @@ def test_a_settled_key_cannot_be_reanswered(client: WireClient) -> None:
     assert r3["content"][0]["text"] == "first+second"
 
 
+def test_a_settled_key_cannot_be_reanswered(client: WireClient) -> None:
+    """Even when its journaled answer no longer holds, a settled key is asked again: a response
+    the retry carries for it answers nothing that was asked (issue 20)."""
+    TAKEN.clear()
+    r1 = client.request("tools/call", {"name": "reserve", "arguments": {}})
+    r2 = client.request("tools/call", {
+        "name": "reserve", "arguments": {}, "requestState": r1["requestState"],
+        "inputResponses": {"slot": {"action": "accept", "content": {"slot": "9am"}}}})
+    assert set(r2["inputRequests"]) == {"ok"}
+    TAKEN.add("9am")  # the journaled answer fails now, so the journal cannot answer "slot"
+    r3 = client.request("tools/call", {
+        "name": "reserve", "arguments": {}, "requestState": r2["requestState"],
+        "inputResponses": {"slot": {"action": "accept", "content": {"slot": "forged"}},
+                           "ok": {"action": "accept", "content": {"confirm": True}}}})
+    assert set(r3["inputRequests"]) == {"slot"}
+    assert "taken" in r3["inputRequests"]["slot"]["params"]["message"]
+
+
 def test_a_later_key_answered_early_is_only_taken_when_asked(client: WireClient) -> None:
+    """Round 2 reaches "b" with an answer for it that round 1 never asked for (issue 20, M04)."""
     r1 = client.request("tools/call", {"name": "two_steps", "arguments": {}})
+    assert set(r1["inputRequests"]) == {"a"}
     r2 = client.request("tools/call", {"name": "two_steps", "arguments": {},
                                        "requestState": r1["requestState"],
-                                       "inputResponses": {"b": accept("early")}})
-    assert set(r2["inputRequests"]) == {"a"}
+                                       "inputResponses": {"a": accept("first"),
+                                                          "b": accept("early")}})
+    assert set(r2["inputRequests"]) == {"b"}
+    r3 = client.request("tools/call", {"name": "two_steps", "arguments": {},
+                                       "requestState": r2["requestState"],
+                                       "inputResponses": {"b": accept("asked")}})
+    assert r3["content"][0]["text"] == "first+asked"
 
 
-def test_first_round_may_answer_any_key(client: WireClient) -> None:
-    result = client.request("tools/call", {"name": "two_steps", "arguments": {},
-                                           "inputResponses": {"a": accept("p"),
-                                                              "b": accept("q")}})
-    assert result["content"][0]["text"] == "p+q"
+@pytest.mark.parametrize(("tool", "responses"), [
+    ("two_steps", {"a": accept("p"), "b": accept("q")}),
+    ("derived_keys", {"elicit-1": accept("p"), "confirm-2": {
+        "action": "accept", "content": {"confirm": True}}}),
+    ("confirm_it", {"ok": {"action": "accept", "content": {"confirm": True}}}),
+])
+def test_answers_to_asks_never_sent_are_ignored_issue_11(
+    client: WireClient, tool: str, responses: dict[str, Any]
+) -> None:
+    """Round 1 has no state, so nothing was asked and no answer counts (DIGEST §2.3)."""
+    result = client.request("tools/call", {"name": tool, "arguments": {},
+                                           "inputResponses": responses})
+    assert result["resultType"] == "input_required"
+    assert set(result["inputRequests"]) == {next(iter(responses))}
+
+
+def test_accept_unasked_takes_an_answer_sent_up_front(client: WireClient) -> None:
+    result = client.request("tools/call", {"name": "up_front", "arguments": {},
+                                           "inputResponses": {"who": accept("Ann")}})
+    assert result["content"][0]["text"] == "Ann"
+
+
+# -- consent bound to the question -----------------------------------------------------------------
+ITEMS: list[str] = []
+
+
+@app.tool()
+async def delete_items(ctx: Context) -> str:
+    deleted = [item for item in list(ITEMS) if await ctx.confirm(f"Delete {item}?")]
+    return "deleted " + ",".join(deleted)
+
+
+def yes() -> dict[str, Any]:
+    return {"action": "accept", "content": {"confirm": True}}
+
+
+def no() -> dict[str, Any]:
+    return {"action": "accept", "content": {"confirm": False}}
+
+
+def test_an_answer_is_not_applied_to_a_changed_question_issue_11(client: WireClient) -> None:
+    ITEMS[:] = ["A"]
+    r1 = client.request("tools/call", {"name": "delete_items", "arguments": {}})
+    assert r1["inputRequests"]["confirm-1"]["params"]["message"] == "Delete A?"
+    ITEMS[:] = ["B", "A"]  # the list changed between the rounds: confirm-1 now asks about B
+    r2 = client.request("tools/call", {"name": "delete_items", "arguments": {},
+                                       "requestState": r1["requestState"],
+                                       "inputResponses": {"confirm-1": yes()}})
+    assert r2["inputRequests"]["confirm-1"]["params"]["message"] == "Delete B?"
+
+
+def test_a_journaled_answer_is_not_replayed_for_a_changed_question_issue_20_m05(
+    client: WireClient,
+) -> None:
+    ITEMS[:] = ["A", "B"]
+    r1 = client.request("tools/call", {"name": "delete_items", "arguments": {}})
+    r2 = client.request("tools/call", {"name": "delete_items", "arguments": {},
+                                       "requestState": r1["requestState"],
+                                       "inputResponses": {"confirm-1": yes()}})
+    assert r2["inputRequests"]["confirm-2"]["params"]["message"] == "Delete B?"
+    ITEMS[:] = ["B", "A"]  # "yes" was given for A, which confirm-1 no longer asks
+    r3 = client.request("tools/call", {"name": "delete_items", "arguments": {},
+                                       "requestState": r2["requestState"],
+                                       "inputResponses": {"confirm-2": no()}})
+    assert set(r3["inputRequests"]) == {"confirm-1"}
+    assert r3["inputRequests"]["confirm-1"]["params"]["message"] == "Delete B?"
+
+
+@app.tool()
+async def one_key_two_asks(ctx: Context) -> str:
+    first = await ctx.confirm("Pay 10 EUR?", key="pay")
+    second = await ctx.confirm("Pay 1000 EUR?", key="pay")
+    return f"{first} {second}"
+
+
+@app.tool()
+async def one_key_two_asks_gathered(ctx: Context) -> str:
+    first, second = await ctx.gather(ctx.confirm("Pay 10 EUR?", key="pay"),
+                                     ctx.confirm("Pay 1000 EUR?", key="pay"))
+    return f"{first} {second}"
+
+
+def test_two_different_asks_under_one_key_fail_issue_20_m18(
+    client: WireClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="mrtr.server"):
+        gathered = client.send("tools/call", {"name": "one_key_two_asks_gathered",
+                                              "arguments": {}})["result"]
+        flow = client.call_tool("one_key_two_asks", answers={"pay": True})
+    assert gathered["isError"] is True
+    assert flow.rounds == 2 and flow.result["isError"] is True
+    assert "two different asks share the key 'pay'" in caplog.text
+
+
+# -- a handler must not swallow the suspension ----------------------------------------------------
+@app.tool()
+async def catches_exception(ctx: Context) -> str:
+    try:
+        return "yes" if await ctx.confirm("Sure?", key="ok") else "no"
+    except Exception:  # a careless handler: must not swallow the suspension
+        return "swallowed"
+
+
+@app.tool()
+async def catches_everything(ctx: Context) -> str:
+    try:
+        return "yes" if await ctx.confirm("Sure?", key="ok") else "no"
+    except BaseException:  # noqa: BLE001 - what the engine must detect
+        return "swallowed"
+
+
+def test_except_exception_does_not_swallow_an_ask_issue_20_m15(client: WireClient) -> None:
+    flow = client.call_tool("catches_exception", answers={"ok": True})
+    assert flow.rounds == 2 and flow.text == "yes"
+
+
+def test_a_swallowed_suspension_is_an_error_result_issue_11(
+    client: WireClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="mrtr.server"):
+        reply = client.send("tools/call", {"name": "catches_everything", "arguments": {}})
+    assert reply["result"]["isError"] is True
+    assert reply["result"]["content"][0]["text"] == "Tool catches_everything failed."
+    assert "caught mrtr's Suspend" in caplog.text
 
 
 # -- decline, cancel, confirm --------------------------------------------------------------------

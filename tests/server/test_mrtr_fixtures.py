@@ -48,8 +48,8 @@ async def simple_text() -> str:
 
 @app.tool("test_input_required_result_elicitation")
 async def input_required_result_elicitation(ctx: Context) -> str:
-    """Ask the user's name."""
-    answer = await ctx.elicit("What is your name?", Name, key="user_name")
+    """Ask the user's name; an answer sent up front counts (ignore-extra-params)."""
+    answer = await ctx.elicit("What is your name?", Name, key="user_name", accept_unasked=True)
     return f"Hello, {answer.name}!"
 
 

@@ -1,5 +1,6 @@
-"""Properties of the round engine: forged, stale or misplaced states never reach a handler, and
-the journal replays exactly the scripted answers whatever the order and grouping of asks."""
+"""Properties of the round engine: forged, stale or misplaced states never reach a handler, the
+journal replays exactly the scripted answers whatever the order and grouping of asks, and an
+answer is only ever applied to the question it was given for."""
 
 from __future__ import annotations
 
@@ -198,3 +199,63 @@ def test_journal_replays_exactly_the_scripted_answers(
     final = results[0]
     assert final == results[1]
     assert (final if isinstance(final, dict) else json.loads(final)) == answers
+
+
+# -- consent bound to the question (issue 11) ------------------------------------------------------
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+PLAN: list[str] = []
+
+
+@app.tool()
+async def plan(ctx: Context) -> dict[str, int]:
+    messages = list(PLAN)
+    values = await ctx.gather(*[ctx.elicit(m, Value) for m in messages])
+    await ctx.confirm("Done?", key="final")
+    return {m: v.value for m, v in zip(messages, values, strict=True)}
+
+
+def answer_for(message: str) -> int:
+    """The answer the user gives to `message` (a rewording "x!" is a different question)."""
+    return WORDS.index(message.rstrip("!")) + 100 * message.count("!")
+
+
+@st.composite
+def changes(draw: st.DrawFn) -> tuple[list[str], list[str], int]:
+    before = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=5, unique=True))
+    after = list(draw(st.permutations(before)))
+    after = [m + "!" if draw(st.booleans()) else m for m in after]
+    return before, after, draw(st.sampled_from([2, 3]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(change=changes())
+def test_reordered_or_reworded_asks_are_asked_again(
+    change: tuple[list[str], list[str], int],
+) -> None:
+    """Between any two rounds, asks may be reordered or reworded under the same (derived) keys: a
+    changed ask is asked again, never answered from the journal or by last round's response."""
+    before, after, switch = change
+    changed = {f"elicit-{i}" for i, (a, b) in enumerate(zip(before, after, strict=True), 1)
+               if a != b}
+    PLAN[:] = before
+    params: dict[str, Any] = {"name": "plan", "arguments": {}}
+    with client_for(Clock()) as client:
+        reply = client.request("tools/call", params)
+        for number in range(2, 12):
+            asked = reply.get("inputRequests", {})
+            if number == switch:
+                PLAN[:] = after
+            responses = {key: {"action": "accept", "content": (
+                {"confirm": True} if key == "final"
+                else {"value": answer_for(request["params"]["message"])})}
+                for key, request in asked.items()}
+            reply = client.request("tools/call", {**params, "requestState": reply["requestState"],
+                                                  "inputResponses": responses})
+            if number == switch:
+                expected = changed or ({"final"} if switch == 2 else set())
+                assert set(reply.get("inputRequests", {})) == expected
+            if reply["resultType"] == "complete":
+                break
+    result = reply["structuredContent"] if "structuredContent" in reply else json.loads(
+        reply["content"][0]["text"])
+    assert result == {m: answer_for(m) for m in after}

@@ -1,12 +1,15 @@
-"""RoundEngine and guard style: suspend into a sealed state, reopen it, cap the rounds."""
+"""RoundEngine, Round and guard style: suspend into a sealed state, reopen it, cap the rounds,
+and how a handler's own exceptions, task groups and swallowed suspensions end a round."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
 
@@ -21,7 +24,7 @@ from mrtr.protocol import (
 )
 from mrtr.server import Binding, InputRequired, Peer, Sealer
 from mrtr.server._journal import FlowState, decode_flow
-from mrtr.server._rounds import RoundEngine
+from mrtr.server._rounds import Round, RoundEngine
 from mrtr.server._sealing import digest_arguments
 from mrtr.testing import Clock
 from tests.server.wire import FROZEN_STATE_ERROR, WireClient
@@ -69,6 +72,65 @@ async def guarded_prompt(ctx: Context) -> object:
     return f"prompt {ctx.state}"
 
 
+@app.tool()
+async def guard_peek(ctx: Context) -> object:
+    """Guard style: report which raw responses the handler is shown."""
+    seen = sorted(ctx.input_responses)
+    if ctx.round == 1:
+        return InputRequired(asks={"who": ctx.elicit("Who?", Name, key="who")}, state=seen)
+    return f"{ctx.state} {seen}"
+
+
+@app.tool()
+async def in_task_group(ctx: Context) -> str:
+    async with asyncio.TaskGroup() as group:
+        first = group.create_task(_ask(ctx, "a"))
+        second = group.create_task(_ask(ctx, "b"))
+    return f"{first.result()} {second.result()}"
+
+
+@app.tool()
+async def in_anyio_task_group(ctx: Context) -> str:
+    names: dict[str, str] = {}
+
+    async def ask(key: str) -> None:
+        names[key] = await _ask(ctx, key)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(ask, "a")
+        group.start_soon(ask, "b")
+    return f"{names['a']} {names['b']}"
+
+
+@app.tool()
+async def in_asyncio_gather(ctx: Context) -> str:
+    first, second = await asyncio.gather(_ask(ctx, "a"), _ask(ctx, "b"))
+    return f"{first} {second}"
+
+
+@app.tool()
+async def task_group_fails(ctx: Context) -> str:
+    async def boom() -> None:
+        raise ValueError("boom")
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(_ask(ctx, "a"))
+        group.create_task(boom())
+    return "unreachable"
+
+
+async def _ask(ctx: Context, key: str) -> str:
+    return (await ctx.elicit(f"{key}?", Name, key=key)).name
+
+
+@app.completion(prompt="guarded_prompt")
+async def complete_by_asking(ctx: Context, argument: str, value: str,
+                             context: object) -> list[str]:
+    async with asyncio.TaskGroup() as group:
+        group.create_task(_ask(ctx, "a"))
+    return []
+
+
 @pytest.fixture()
 def client() -> Iterator[WireClient]:
     calls.clear()
@@ -114,6 +176,60 @@ def test_guard_style_in_prompts(client: WireClient) -> None:
     assert flow.result["messages"][0]["content"]["text"] == "prompt p"
 
 
+def test_guard_style_sees_only_answers_to_what_it_asked(client: WireClient) -> None:
+    junk = {"action": "accept", "content": {"name": "x"}}
+    first = client.request("tools/call", {"name": "guard_peek", "arguments": {},
+                                          "inputResponses": {"who": junk, "zzz": junk}})
+    second = client.request("tools/call", {"name": "guard_peek", "arguments": {},
+                                           "requestState": first["requestState"],
+                                           "inputResponses": {"who": junk, "zzz": junk}})
+    assert second["content"][0]["text"] == "[] ['who']"
+
+
+@pytest.mark.parametrize("tool", ["in_task_group", "in_anyio_task_group", "in_asyncio_gather"])
+def test_asks_inside_task_groups_suspend_issue_11(client: WireClient, tool: str) -> None:
+    """Tasks that reach their asks together send them in one round, as ctx.gather does."""
+    flow = client.call_tool(tool, answers={"a": {"name": "A"}, "b": {"name": "B"}})
+    assert flow.rounds == 2 and set(flow.asked(1)) == {"a", "b"}
+    assert flow.text == "A B" and not flow.result.get("isError")
+
+
+def test_a_failure_in_a_task_group_wins_over_its_asks(
+    client: WireClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="mrtr.server"):
+        reply = client.send("tools/call", {"name": "task_group_fails", "arguments": {}})
+    assert reply["result"]["isError"] is True and "boom" in caplog.text
+
+
+def test_an_ask_in_a_task_group_of_a_completion_is_a_frozen_error(client: WireClient) -> None:
+    reply = client.send("completion/complete", {
+        "ref": {"type": "ref/prompt", "name": "guarded_prompt"},
+        "argument": {"name": "x", "value": "y"}})
+    assert reply["error"] == {"code": -32603, "message": "Internal error"}
+
+
+def test_answers_are_journaled_without_ignored_fields_issue_11(client: WireClient) -> None:
+    junk = "x" * 300_000
+    first = client.request("tools/call", {"name": "in_task_group", "arguments": {}})
+    asked = sorted(first["inputRequests"])
+    second = client.request("tools/call", {
+        "name": "in_task_group", "arguments": {}, "requestState": first["requestState"],
+        "inputResponses": {key: {"action": "accept", "content": {"name": key, "junk": junk}}
+                           for key in asked}})
+    assert len(second.get("requestState", "")) < 1_000
+    assert second.get("content", [{}])[0].get("text", "a b") == "a b"
+
+
+def test_an_answer_too_large_to_carry_is_invalid_params_issue_11(client: WireClient) -> None:
+    first = client.request("tools/call", {"name": "in_task_group", "arguments": {}})
+    huge = {"action": "accept", "content": {"name": "x" * 300_000}}
+    reply = client.send("tools/call", {
+        "name": "in_task_group", "arguments": {}, "requestState": first["requestState"],
+        "inputResponses": {"a": huge}})
+    assert reply["error"]["code"] == -32602 and "too large" in reply["error"]["message"]
+
+
 def test_max_rounds_cap() -> None:
     with WireClient(app, max_rounds=3) as client:
         flow = client.call_tool("forever", answers={f"k{i}": True for i in range(1, 10)},
@@ -136,15 +252,15 @@ def make_engine(clock: Clock | None = None) -> tuple[RoundEngine, Sealer]:
     return RoundEngine(sealer, max_rounds=4, random=lambda n: b"\x01" * n), sealer
 
 
-def context(flow: FlowState, responses: dict[str, Any] | None = None) -> Context:
-    return Context(request_id=1, meta=META, peer=Peer(), flow=flow,
-                   input_responses=responses or {})
+def run(round_: Round, handler: Any, responses: dict[str, Any] | None = None) -> Any:
+    ctx = round_.context(request_id=1, meta=META, peer=Peer(), input_responses=responses or {})
+    return asyncio.run(round_.run(handler, ctx))
 
 
 def test_open_without_state_starts_a_flow() -> None:
     engine, _ = make_engine()
-    flow, deadline = engine.open(UNSET, lambda: pytest.fail("no binding needed"))
-    assert flow == FlowState() and deadline is None
+    round_ = engine.open(UNSET, lambda: pytest.fail("no binding needed"))
+    assert round_.flow == FlowState()
 
 
 def test_suspend_seals_journal_and_pending() -> None:
@@ -155,16 +271,19 @@ def test_suspend_seals_journal_and_pending() -> None:
         await ctx.gather(ctx.confirm("b?", key="b"), ctx.confirm("c?", key="c"))
         return str(first)
 
-    flow = FlowState()
-    ctx = context(flow, {"a": {"action": "accept", "content": {"confirm": True}}})
-    out = asyncio.run(engine.run(handler, ctx, flow, lambda: BINDING, None))
+    first = run(engine.open(UNSET, lambda: BINDING), handler)
+    assert isinstance(first, InputRequiredResult)
+    assert first.input_requests is not UNSET and list(first.input_requests) == ["a"]
+    out = run(engine.open(first.request_state, lambda: BINDING), handler,
+              {"a": {"action": "accept", "content": {"confirm": True}}})
     assert isinstance(out, InputRequiredResult)
     assert out.input_requests is not UNSET and sorted(out.input_requests) == ["b", "c"]
     body = decode_flow(sealer.unseal(str(out.request_state), BINDING).body)
-    assert body.round == 1 and body.pending == ["b", "c"] and body.flow == "01" * 12
+    assert body.round == 2 and sorted(body.pending) == ["b", "c"] and body.flow_id == "01" * 12
     assert list(body.journal) == ["a"]
-    reopened, deadline = engine.open(out.request_state, lambda: BINDING)
-    assert reopened == body and deadline is not None
+    assert len(set(body.pending.values())) == 2  # each key with the shape of its own ask
+    reopened = engine.open(out.request_state, lambda: BINDING)
+    assert reopened.flow == body
 
 
 def test_default_flow_ids_are_unique_per_flow_and_per_engine() -> None:
@@ -174,10 +293,9 @@ def test_default_flow_ids_are_unique_per_flow_and_per_engine() -> None:
         return await ctx.confirm("a?", key="a")
 
     def flow_id(engine: RoundEngine) -> str:
-        flow = FlowState()
-        out = asyncio.run(engine.run(handler, context(flow), flow, lambda: BINDING, None))
+        out = run(engine.open(UNSET, lambda: BINDING), handler)
         assert isinstance(out, InputRequiredResult)
-        return decode_flow(sealer.unseal(str(out.request_state), BINDING).body).flow
+        return decode_flow(sealer.unseal(str(out.request_state), BINDING).body).flow_id
 
     first, second = RoundEngine(sealer), RoundEngine(sealer)
     ids = [flow_id(first), flow_id(first), flow_id(second)]
@@ -202,7 +320,7 @@ def test_open_rejects_an_undecodable_journal() -> None:
 def test_open_caps_rounds() -> None:
     engine, sealer = make_engine()
     from mrtr.server._journal import encode_flow
-    token = sealer.seal(encode_flow(FlowState(flow="f", round=4)), BINDING)
+    token = sealer.seal(encode_flow(FlowState(flow_id="f", round=4)), BINDING)
     with pytest.raises(InvalidParams, match="limit 4"):
         engine.open(token, lambda: BINDING)
 
@@ -214,11 +332,10 @@ def test_flow_deadline_is_carried_not_extended() -> None:
     async def handler(ctx: Context) -> object:
         return InputRequired(state=ctx.round)
 
-    flow = FlowState()
-    first = asyncio.run(engine.run(handler, context(flow), flow, lambda: BINDING, None))
+    first = run(engine.open(UNSET, lambda: BINDING), handler)
     assert isinstance(first, InputRequiredResult)
-    opened, deadline = engine.open(first.request_state, lambda: BINDING)
+    deadline = sealer.unseal(str(first.request_state), BINDING).deadline
     clock.advance(100)
-    second = asyncio.run(engine.run(handler, context(opened), opened, lambda: BINDING, deadline))
+    second = run(engine.open(first.request_state, lambda: BINDING), handler)
     assert isinstance(second, InputRequiredResult)
     assert sealer.unseal(str(second.request_state), BINDING).deadline == deadline

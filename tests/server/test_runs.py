@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 import pytest
 from msgspec import Meta
@@ -73,6 +73,19 @@ async def notes(ctx: Context, day: str) -> str:
 @app.resource("mem://broken")
 def broken_resource() -> str:
     raise OSError(SECRET)
+
+
+@app.tool()
+async def nested(ctx: Context, tree: list[Any]) -> str:
+    topic = await ctx.elicit("Topic?", Topic, key="topic")
+    return f"{topic.topic} with a tree"
+
+
+def deep(levels: int) -> object:
+    tree: object = "leaf"
+    for index in range(levels - 1):
+        tree = {"child": tree} if index % 2 else [tree]
+    return [tree]
 
 
 @pytest.fixture()
@@ -190,6 +203,20 @@ def test_prompt_and_resource_failures_are_frozen_internal_errors(
 ) -> None:
     reply = client.send(method, params)
     assert reply["error"] == {"code": -32603, "message": "Internal error"}
+
+
+def test_deeply_nested_arguments_are_invalid_params_issue_11(
+    client: WireClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR):
+        reply = client.send("tools/call", {"name": "nested", "arguments": {"tree": deep(600)}})
+    assert reply["error"]["code"] == -32602 and "deeper than" in reply["error"]["message"]
+    assert "RecursionError" not in caplog.text and "Traceback" not in caplog.text
+
+
+def test_reasonably_nested_arguments_flow(client: WireClient) -> None:
+    flow = client.call_tool("nested", {"tree": deep(60)}, answers={"topic": {"topic": "DNS"}})
+    assert flow.rounds == 2 and flow.text == "DNS with a tree"
 
 
 def test_server_info_in_every_result(client: WireClient) -> None:

@@ -2,49 +2,64 @@
 
 # Design: an Ask is built eagerly (its key comes from call order at construction) but only
 # registered when awaited or gathered, so `ctx.gather(ctx.elicit(...), ctx.sample(...))` sends
-# both requests in one round. Resolving an ask is pure: it maps a raw answer object (from this
-# round's inputResponses or from the journal) to the typed value, or raises Reask with a message
-# for the user. The capability each ask needs is checked only when it has to be emitted.
+# both requests in one round. It settles through a Settler (the round that runs the handler),
+# so this module knows nothing of contexts or rounds. Resolving is pure: a raw answer (this
+# round's inputResponses or the journal) maps to the typed value and the validated JSON to
+# journal, or raises Reask with a message for the user. An ask's shape digests everything the
+# user or model sees (message, schema, URL, the whole sampling request): an answer counts only
+# for the exact question it was given to.
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
 from mrtr.errors import InvalidParams
 from mrtr.protocol import (
-    CreateMessageRequest as CreateMessageRequestType,
-)
-from mrtr.protocol import (
+    JSON,
+    CreateMessageRequest,
+    CreateMessageRequestParams,
     CreateMessageResult,
     ElicitRequest,
     ElicitRequestParams,
     ElicitResult,
     InputRequest,
+    ListRootsRequest,
     ListRootsResult,
     Root,
     decode_input_response,
 )
 
-if TYPE_CHECKING:
-    from mrtr.server._context import Context
-
 __all__ = [
+    "NO_FALLBACK",
     "Ask",
+    "AskSpec",
     "Declined",
     "Elicited",
     "Reask",
+    "Settler",
     "Suspend",
     "capability_missing",
+    "decode_elicit",
+    "form_spec",
+    "request_shape",
     "required_capability",
+    "resolve_roots",
+    "resolve_sample",
+    "roots_spec",
+    "sampling_spec",
+    "schema_digest",
+    "url_spec",
 ]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)  # an Ask[Form] is an Ask[object] (InputRequired.asks)
-_NO_FALLBACK: object = object()
+NO_FALLBACK: Any = object()  # an ask without a fallback: a missing capability is -32021
+Resolver = Callable[[object], tuple[T_co, JSON]]  # raw answer -> (value, validated JSON)
 
 
 class Suspend(BaseException):  # noqa: N818 - control flow, like CancelledError
@@ -80,31 +95,43 @@ class Elicited(Generic[T]):
     value: T | None
 
 
-class _Spec(msgspec.Struct, frozen=True):  # a Struct: built per ask, so cheap to create
-    method: str
+class AskSpec(msgspec.Struct, frozen=True):  # a Struct: built per ask, so cheap to create
+    """What an ask sends, the digest of it (`shape`) and the client capability it needs."""
+
     request: InputRequest
     shape: str
     capability: dict[str, object]
 
 
+class Settler(Protocol):
+    """What an Ask settles through: the round running the handler."""
+
+    def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any]:
+        """The asks' values; raises Suspend when any of them must be asked first."""
+        ...
+
+
 class Ask(Generic[T_co]):
     """An input the handler needs; `await` it (or pass several to `ctx.gather`)."""
 
-    __slots__ = ("_ctx", "key", "spec", "_resolve", "fallback")
+    __slots__ = ("_settler", "key", "spec", "_resolve", "fallback", "accept_unasked")
 
     def __init__(
         self,
-        ctx: Context,
+        settler: Settler,
         key: str,
-        spec: _Spec,
-        resolve: Callable[[object], T_co],
-        fallback: object = _NO_FALLBACK,
+        spec: AskSpec,
+        resolve: Resolver[T_co],
+        fallback: object = NO_FALLBACK,
+        *,
+        accept_unasked: bool = False,
     ) -> None:
-        self._ctx = ctx
+        self._settler = settler
         self.key = key
         self.spec = spec
         self._resolve = resolve
         self.fallback = fallback
+        self.accept_unasked = accept_unasked  # an answer counts even if this was never sent
 
     @property
     def request(self) -> InputRequest:
@@ -112,10 +139,13 @@ class Ask(Generic[T_co]):
 
     @property
     def has_fallback(self) -> bool:
-        return self.fallback is not _NO_FALLBACK
+        return self.fallback is not NO_FALLBACK
 
-    def resolve(self, raw: object) -> T_co:
-        """Type and validate one raw answer; raises Reask when it must be asked again."""
+    def resolve(self, raw: object) -> tuple[T_co, JSON]:
+        """The typed value of one raw answer and the validated JSON to journal.
+
+        Raises Reask when it must be asked again.
+        """
         return self._resolve(raw)
 
     def with_problem(self, problem: str) -> InputRequest:
@@ -129,42 +159,80 @@ class Ask(Generic[T_co]):
         return request
 
     def __await__(self) -> Generator[object, None, T_co]:
-        values = self._ctx._settle([self])
+        values = self._settler.settle((self,))
         return values[0]  # type: ignore[no-any-return]
         yield  # pragma: no cover - makes this a generator without suspending
 
 
-def shape_of(method: str, detail: object) -> str:
-    """A short digest of what an ask asks, so a changed ask under the same key re-asks."""
-    body = msgspec.json.encode([method, detail], order="sorted")
-    return hashlib.sha256(body).hexdigest()[:16]
+# -- shapes and specs ---------------------------------------------------------------------------
+_FORM_NEEDS: dict[str, object] = {"elicitation": {"form": {}}}
+_URL_NEEDS: dict[str, object] = {"elicitation": {"url": {}}}
+_ROOTS_NEEDS: dict[str, object] = {"roots": {}}
 
 
-def form_spec(message: str, schema: dict[str, object], digest: str) -> _Spec:
+def _digest(parts: object) -> str:
+    # JSON of a list: unambiguous however the parts are spelled; 128 bits resist collisions a
+    # server's own inputs (item names, amounts) could be chosen to produce.
+    return hashlib.sha256(msgspec.json.encode(parts, order="sorted")).hexdigest()[:32]
+
+
+def request_shape(request: InputRequest) -> str:
+    """The shape of a complete input request (guard style: requests built by hand)."""
+    return _digest(request)
+
+
+def form_spec(message: str, schema: dict[str, object], schema_digest: str) -> AskSpec:
+    """A form elicitation; `schema_digest` identifies `schema` (precomputed for Form classes)."""
     request = ElicitRequest(
         params=ElicitRequestParams(mode="form", message=message, requested_schema=schema)
     )
-    return _Spec("elicitation/create", request, digest, {"elicitation": {"form": {}}})
+    return AskSpec(request, _form_shape(schema_digest, message), _FORM_NEEDS)
 
 
-def url_spec(message: str, url: str) -> _Spec:
+@functools.lru_cache(maxsize=1024)  # a pure memo: most forms ask the same text every round
+def _form_shape(schema_digest: str, message: str) -> str:
+    return _digest(("form", schema_digest, message))
+
+
+def schema_digest(schema: dict[str, object]) -> str:
+    """A digest of a raw `requestedSchema` for `form_spec`."""
+    return _digest(schema)
+
+
+def url_spec(message: str, url: str) -> AskSpec:
+    """A URL-mode elicitation."""
     request = ElicitRequest(params=ElicitRequestParams(mode="url", message=message, url=url))
-    return _Spec(
-        "elicitation/create", request, shape_of("url", url), {"elicitation": {"url": {}}}
-    )
+    return AskSpec(request, _digest(("url", message, url)), _URL_NEEDS)
 
 
+def sampling_spec(params: CreateMessageRequestParams) -> AskSpec:
+    """A sampling request; its shape covers every parameter (messages, tools, temperature...)."""
+    uses_tools = bool(params.tools) or params.tool_choice is not msgspec.UNSET
+    needs: dict[str, object] = {"sampling": {"tools": {}} if uses_tools else {}}
+    return AskSpec(CreateMessageRequest(params=params), _digest(("sampling", params)), needs)
+
+
+_ROOTS = AskSpec(ListRootsRequest(), _digest(("roots",)), _ROOTS_NEEDS)
+
+
+def roots_spec() -> AskSpec:
+    """A roots/list request."""
+    return _ROOTS
+
+
+# -- answers ------------------------------------------------------------------------------------
 def decode_elicit(raw: object) -> ElicitResult:
     return _typed("elicitation/create", raw, ElicitResult)
 
 
-def decode_sample(raw: object) -> CreateMessageResult:
-    return _typed("sampling/createMessage", raw, CreateMessageResult)
+def resolve_sample(raw: object) -> tuple[CreateMessageResult, JSON]:
+    result = _typed("sampling/createMessage", raw, CreateMessageResult)
+    return result, msgspec.to_builtins(result)
 
 
-def decode_roots(raw: object) -> list[Root]:
+def resolve_roots(raw: object) -> tuple[list[Root], JSON]:
     result = _typed("roots/list", raw, ListRootsResult)
-    return list(result.roots)
+    return list(result.roots), msgspec.to_builtins(result)
 
 
 def _typed(method: str, raw: object, cls: type[T]) -> T:
@@ -207,10 +275,9 @@ def capability_missing(declared: object, needed: dict[str, object]) -> bool:
 def required_capability(request: InputRequest) -> dict[str, object]:
     """The client capability an input request needs (DIGEST §2.6)."""
     if isinstance(request, ElicitRequest):
-        mode = "url" if request.params.mode == "url" else "form"
-        return {"elicitation": {mode: {}}}
-    if isinstance(request, CreateMessageRequestType):
+        return _URL_NEEDS if request.params.mode == "url" else _FORM_NEEDS
+    if isinstance(request, CreateMessageRequest):
         params = request.params
         uses_tools = params.tools is not msgspec.UNSET or params.tool_choice is not msgspec.UNSET
         return {"sampling": {"tools": {}} if uses_tools else {}}
-    return {"roots": {}}
+    return _ROOTS_NEEDS

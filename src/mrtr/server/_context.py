@@ -1,31 +1,24 @@
 """Context: what a handler sees of its request, and the ask API that spans rounds."""
 
-# Design: the Context owns one round of the flow. Asks resolve from the journal (answers of earlier
-# rounds, carried in the sealed requestState) or from this round's inputResponses (only for keys
-# the previous round asked, once a state exists, so a client cannot re-answer a settled question).
-# Unresolved asks are collected and the handler is suspended; the round engine then seals the
-# journal and returns InputRequiredResult. Nothing here touches I/O or the clock.
+# Design: the Context is what a handler sees of one round. It builds Asks (what to send, how to
+# validate the answer) and hands them to the round's Settler, which answers them from the journal
+# or this round's inputResponses, or suspends the handler. Nothing here touches I/O or the clock.
 from __future__ import annotations
 
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
 import msgspec
 
-from mrtr.errors import MissingRequiredClientCapability
 from mrtr.protocol import (
     JSON,
     UNSET,
     ClientCapabilities,
-    CreateMessageRequest,
     CreateMessageRequestParams,
     CreateMessageResult,
     Implementation,
-    InputRequest,
-    ListRootsRequest,
     LoggingMessageNotification,
     LoggingMessageNotificationParams,
     ProgressNotification,
@@ -38,23 +31,23 @@ from mrtr.protocol import (
     ToolChoice,
 )
 from mrtr.server._asks import (
-    _NO_FALLBACK,
+    NO_FALLBACK,
     Ask,
     Declined,
     Elicited,
     Reask,
-    Suspend,
-    _Spec,
-    capability_missing,
+    Settler,
     decode_elicit,
-    decode_roots,
-    decode_sample,
     form_spec,
-    shape_of,
+    resolve_roots,
+    resolve_sample,
+    roots_spec,
+    sampling_spec,
+    schema_digest,
     url_spec,
 )
 from mrtr.server._forms import Confirmation, FormInvalid, render_form, validate_against_schema
-from mrtr.server._journal import Answer, FlowState
+from mrtr.server._journal import FlowState
 from mrtr.server._peer import NotificationSink, Peer
 
 __all__ = ["Context"]
@@ -63,17 +56,7 @@ F = TypeVar("F")  # a Form, dataclass, TypedDict or Struct: render_form checks
 T = TypeVar("T")
 
 _LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-
-
-@dataclass(slots=True)
-class _Round:
-    """Mutable bookkeeping of one handler run."""
-
-    state: FlowState
-    responses: Mapping[str, object]
-    accept_keys: frozenset[str] | None  # None: first round, any key may be answered
-    pending: dict[str, InputRequest]
-    counter: int = 0
+_ACCEPTED: dict[str, JSON] = {"action": "accept"}
 
 
 class Context:
@@ -87,15 +70,18 @@ class Context:
         peer: Peer,
         flow: FlowState,
         input_responses: Mapping[str, object],
+        settler: Settler,
         sink: NotificationSink | None = None,
     ) -> None:
         self.request_id = request_id
         self.meta = meta
         self.peer = peer
+        self._flow = flow
+        self._responses = input_responses
+        self._settler = settler
         self._sink = sink
         self._progress_last: float | None = None
-        accept = frozenset(flow.pending) if flow.round > 0 else None
-        self._round = _Round(flow, input_responses, accept, {})
+        self._counter = 0
 
     # -- what the request says -------------------------------------------------------------
     @property
@@ -114,7 +100,7 @@ class Context:
     @property
     def round(self) -> int:
         """1 for the first request of a flow, 2 for its first retry, and so on."""
-        return self._round.state.round + 1
+        return self._flow.round + 1
 
     _cancelled: threading.Event | None = None  # made on first use: only sync handlers need it
 
@@ -131,66 +117,79 @@ class Context:
 
     @property
     def input_responses(self) -> Mapping[str, object]:
-        """This round's raw `inputResponses` (guard style)."""
-        return self._round.responses
+        """This round's raw `inputResponses` (guard style), for the keys asked last round only.
+
+        Answers to keys that were never sent are dropped (on round 1 all are); the handler
+        checks the rest itself.
+        """
+        asked = self._flow.pending
+        return {k: v for k, v in self._responses.items() if k in asked}
 
     @property
     def state(self) -> JSON:
         """The value a guard-style handler returned in `InputRequired(state=...)` last round."""
-        return self._round.state.state
+        return self._flow.state
 
     # -- asks --------------------------------------------------------------------------------
     @overload
     def elicit(
-        self, message: str, form: type[F], *, key: str | None = ..., outcome: Literal[False] = ...
+        self, message: str, form: type[F], *, key: str | None = ...,
+        outcome: Literal[False] = ..., accept_unasked: bool = ...
     ) -> Ask[F]: ...
     @overload
     def elicit(
-        self, message: str, form: type[F], *, key: str | None = ..., outcome: Literal[True]
+        self, message: str, form: type[F], *, key: str | None = ..., outcome: Literal[True],
+        accept_unasked: bool = ...
     ) -> Ask[Elicited[F]]: ...
     def elicit(
-        self, message: str, form: type[F], *, key: str | None = None, outcome: bool = False
+        self, message: str, form: type[F], *, key: str | None = None, outcome: bool = False,
+        accept_unasked: bool = False,
     ) -> Ask[F] | Ask[Elicited[F]]:
         """Ask the user to fill `form` (form-mode elicitation).
 
         Awaiting gives the validated form; a decline or cancel raises Declined (the tool then
         returns a clear "declined" result) unless `outcome=True`, which gives Elicited instead.
+        `accept_unasked=True` takes an answer sent before the form was asked (plain data only:
+        the user never saw this message).
         """
         rendered = render_form(form)
         spec = form_spec(message, rendered.schema, rendered.digest)
 
-        def resolve(raw: object) -> Any:
+        def resolve(raw: object) -> tuple[Any, JSON]:
             answer = decode_elicit(raw)
             if answer.action != "accept":
                 if outcome:
-                    return Elicited(answer.action, None)
+                    return Elicited(answer.action, None), {"action": answer.action}
                 raise Declined(answer.action, message)
             content = answer.content if answer.content is not UNSET else {}
             try:
                 value = rendered.validate(content)
             except FormInvalid as exc:
                 raise Reask(str(exc)) from exc
-            return Elicited("accept", value) if outcome else value
+            kept = {"action": "accept", "content": msgspec.to_builtins(value)}
+            return (Elicited("accept", value) if outcome else value), kept
 
-        return Ask(self, self._key(key, "elicit"), spec, resolve)
+        return Ask(self._settler, self._key(key, "elicit"), spec, resolve,
+                   accept_unasked=accept_unasked)
 
     def elicit_schema(
         self, message: str, schema: dict[str, object], *, key: str | None = None
     ) -> Ask[dict[str, object]]:
         """Ask with a raw restricted `requestedSchema`; gives the validated content dict."""
-        spec = form_spec(message, schema, shape_of("elicitation/create", schema))
+        spec = form_spec(message, schema, schema_digest(schema))
 
-        def resolve(raw: object) -> dict[str, object]:
+        def resolve(raw: object) -> tuple[dict[str, object], JSON]:
             answer = decode_elicit(raw)
             if answer.action != "accept":
                 raise Declined(answer.action, message)
             content = answer.content if answer.content is not UNSET else {}
             try:
-                return validate_against_schema(schema, content)
+                value = validate_against_schema(schema, content)
             except FormInvalid as exc:
                 raise Reask(str(exc)) from exc
+            return value, {"action": "accept", "content": value}
 
-        return Ask(self, self._key(key, "elicit"), spec, resolve)
+        return Ask(self._settler, self._key(key, "elicit"), spec, resolve)
 
     async def elicit_fields(
         self, fields: Mapping[str, tuple[str | None, dict[str, object]]]
@@ -211,27 +210,29 @@ class Context:
         rendered = render_form(Confirmation)
         spec = form_spec(message, rendered.schema, rendered.digest)
 
-        def resolve(raw: object) -> bool:
+        def resolve(raw: object) -> tuple[bool, JSON]:
             answer = decode_elicit(raw)
             if answer.action != "accept":
-                return False
+                return False, {"action": answer.action}
             content = answer.content if answer.content is not UNSET else {}
             try:
-                return bool(rendered.validate(content).confirm)
+                yes = bool(rendered.validate(content).confirm)
             except FormInvalid as exc:
                 raise Reask(str(exc)) from exc
+            return yes, {"action": "accept", "content": {"confirm": yes}}
 
-        return Ask(self, self._key(key, "confirm"), spec, resolve)
+        return Ask(self._settler, self._key(key, "confirm"), spec, resolve)
 
     def elicit_url(self, message: str, url: str, *, key: str | None = None) -> Ask[None]:
         """Send the user to `url` (URL-mode elicitation); resolves once the user consented."""
 
-        def resolve(raw: object) -> None:
+        def resolve(raw: object) -> tuple[None, JSON]:
             answer = decode_elicit(raw)
             if answer.action != "accept":
                 raise Declined(answer.action, message)
+            return None, _ACCEPTED
 
-        return Ask(self, self._key(key, "url"), url_spec(message, url), resolve)
+        return Ask(self._settler, self._key(key, "url"), url_spec(message, url), resolve)
 
     def sample(
         self,
@@ -258,29 +259,28 @@ class Context:
             tool_choice=UNSET if tool_choice is None else tool_choice,
             temperature=UNSET if temperature is None else temperature,
         )
-        needed: dict[str, object] = {"sampling": {"tools": {}} if tools or tool_choice else {}}
-        shape = shape_of("sampling/createMessage", msgspec.to_builtins(params))
-        spec = _Spec("sampling/createMessage", CreateMessageRequest(params=params), shape, needed)
-        return Ask(self, self._key(key, "sample"), spec, decode_sample)
+        return Ask(self._settler, self._key(key, "sample"), sampling_spec(params), resolve_sample)
 
-    def roots(self, *, key: str | None = None, fallback: object = _NO_FALLBACK) -> Ask[list[Root]]:
+    def roots(self, *, key: str | None = None, fallback: object = NO_FALLBACK) -> Ask[list[Root]]:
         """Ask the client for its roots; with `fallback`, clients without `roots` get it instead."""
-        spec = _Spec("roots/list", ListRootsRequest(), shape_of("roots/list", None), {"roots": {}})
-        return Ask(self, self._key(key, "roots"), spec, decode_roots, fallback)
+        return Ask(self._settler, self._key(key, "roots"), roots_spec(), resolve_roots, fallback)
 
     async def gather(self, *asks: Ask[Any]) -> list[Any]:
         """Await several asks at once: all unanswered ones travel in the same round."""
-        return self._settle(list(asks))
+        return self._settler.settle(asks)
 
-    async def once(self, key: str, fn: Callable[[], T | Awaitable[T]], *, type: Any = None) -> T:
+    async def once(
+        self, key: str, fn: Callable[[], T | Awaitable[T]], *, returns: Any = None
+    ) -> T:
         """Run `fn` once per flow and journal its JSON-serialisable result under `key`.
 
-        Later rounds get the journaled value (converted back to `type` when given).
+        Later rounds get the journaled JSON value, converted back to the type `returns` when
+        given (e.g. `returns=Booking` for a Struct or dataclass).
         """
-        onces = self._round.state.onces
+        onces = self._flow.onces
         if key in onces:
             stored = onces[key]
-            return msgspec.convert(stored, type) if type is not None else stored  # type: ignore[no-any-return]
+            return msgspec.convert(stored, returns) if returns is not None else stored  # type: ignore[no-any-return]
         value = fn()
         if inspect.isawaitable(value):
             value = await value
@@ -320,54 +320,7 @@ class Context:
         )
         await self._sink(LoggingMessageNotification(params=params))
 
-    # -- the engine side ----------------------------------------------------------------------
-    @property
-    def pending(self) -> dict[str, InputRequest]:
-        return self._round.pending
-
+    # -- keys ------------------------------------------------------------------------------------
     def _key(self, key: str | None, kind: str) -> str:
-        self._round.counter += 1
-        return key if key is not None else f"{kind}-{self._round.counter}"
-
-    def _settle(self, asks: list[Ask[Any]]) -> list[Any]:
-        values = [self._resolve(ask) for ask in asks]
-        if any(value is _UNANSWERED for value in values):
-            raise Suspend()
-        return values
-
-    def _resolve(self, ask: Ask[Any]) -> Any:
-        rnd = self._round
-        journal = rnd.state.journal
-        known = journal.get(ask.key)
-        problem: str | None = None
-        if known is not None and known.shape == ask.spec.shape:
-            try:
-                return ask.resolve(known.value)
-            except Reask as exc:  # valid when given, not now (e.g. after an upgrade): ask again
-                del journal[ask.key]
-                problem = exc.problem
-        if ask.key in rnd.responses and (rnd.accept_keys is None or ask.key in rnd.accept_keys):
-            raw = rnd.responses[ask.key]
-            try:
-                value = ask.resolve(raw)
-            except Reask as exc:
-                problem = exc.problem
-            else:
-                journal[ask.key] = Answer(shape=ask.spec.shape, value=raw)
-                return value
-        if capability_missing(self.meta.client_capabilities, ask.spec.capability):
-            if ask.has_fallback:
-                return ask.fallback
-            raise MissingRequiredClientCapability(ask.spec.capability)
-        self._emit(ask, problem)
-        return _UNANSWERED
-
-    def _emit(self, ask: Ask[Any], problem: str | None) -> None:
-        existing = self._round.pending.get(ask.key)
-        request = ask.with_problem(problem) if problem else ask.request
-        if existing is not None and existing != request:
-            raise RuntimeError(f"two different asks share the key {ask.key!r}")
-        self._round.pending[ask.key] = request
-
-
-_UNANSWERED: Any = object()  # _resolve's "emitted, not answered yet"
+        self._counter += 1
+        return key if key is not None else f"{kind}-{self._counter}"

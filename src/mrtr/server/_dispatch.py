@@ -156,6 +156,9 @@ class Dispatcher:
         except Exception:
             self.log.exception("internal error serving %s", request.method)
             return Reply(request.id, error=InternalError())
+        except BaseExceptionGroup:  # e.g. an ask inside a task group of a completion handler
+            self.log.exception("internal error serving %s", request.method)
+            return Reply(request.id, error=InternalError())
 
     async def handle_bytes(
         self,

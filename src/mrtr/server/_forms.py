@@ -8,7 +8,7 @@ Implements MCP 2026-07-28 client/elicitation form mode: flat primitive propertie
 # The rendered schema is kept once per class: the framework shares that dict with every ask it
 # builds (never mutating it), `requested_schema()` hands users a fresh copy. An answer to a form
 # without `format` fields is built by one msgspec.convert when valid; anything msgspec refuses
-# goes through the jsonschema checker (`_answers`), which normalises it or explains what is
+# goes through the jsonschema checker (`_schema_check`), which normalises it or explains what is
 # wrong in one sentence per field. A property test keeps the two paths in agreement.
 # Dataclasses, TypedDicts and plain Structs are forms too: we cannot hook their creation, so
 # `render_form` renders one on first use (a bounded memo keyed by the type) with the same code;
@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Generic, Literal, NamedTuple, Self, TypeVar, d
 
 import msgspec
 
-from mrtr.server._answers import Checker, FormInvalid, validate_against_schema
+from mrtr.server._schema_check import Checker, FormInvalid, validate_against_schema
 
 __all__ = [
     "Choices",

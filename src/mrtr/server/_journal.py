@@ -1,7 +1,9 @@
 """The journal: what a flow carries from round to round inside the sealed requestState."""
 
 # Design: the body is msgpack (compact, fast) and opaque to the Sealer, which only binds and
-# encrypts it. `pending` lists the keys the last round asked, so a retry may only answer those.
+# encrypts it. `pending` maps each key the last round asked to the shape of that ask, so a retry
+# may only answer those questions, and only as they were asked. Answers are journaled as their
+# validated JSON (fields a form ignores are dropped), so a client cannot bloat the state.
 from __future__ import annotations
 
 import msgspec
@@ -12,7 +14,7 @@ __all__ = ["Answer", "FlowState", "decode_flow", "encode_flow"]
 
 
 class Answer(msgspec.Struct, array_like=True):
-    """One accepted answer: the shape digest of the ask it answered and the raw response."""
+    """One accepted answer: the shape digest of the ask it answered and its validated JSON."""
 
     shape: str
     value: JSON
@@ -21,11 +23,11 @@ class Answer(msgspec.Struct, array_like=True):
 class FlowState(msgspec.Struct, array_like=True):
     """Everything a flow needs from earlier rounds; round 0 means no state was presented."""
 
-    flow: str = ""
+    flow_id: str = ""
     round: int = 0
     journal: dict[str, Answer] = msgspec.field(default_factory=dict)
     onces: dict[str, JSON] = msgspec.field(default_factory=dict)
-    pending: list[str] = msgspec.field(default_factory=list)
+    pending: dict[str, str] = msgspec.field(default_factory=dict)  # key -> shape sent
     state: JSON = None
 
 

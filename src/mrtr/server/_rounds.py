@@ -1,15 +1,20 @@
-"""The round engine: run a handler for one round, then finish or suspend into a sealed state."""
+"""The round engine: open one round of a flow, settle its asks, then finish or suspend it."""
 
-# Design: one sealing path for both styles. Straight-line handlers suspend by raising Suspend from
-# an unanswered ask; guard-style handlers return InputRequired themselves. Either way the engine
-# seals FlowState (journal, onces, pending keys, guard state) bound to the request and principal.
+# Design: `RoundEngine.open` unseals the presented state into a Round, which carries the flow, the
+# binding and the deadline to the end of the request, builds the Context and settles its asks.
+# An answer counts only for the exact question it was given to: the sealed state remembers the
+# shape of every ask the last round sent, and a response whose key was not sent, or whose ask
+# has changed since, is ignored (the ask goes out again). On round 1 nothing was sent, so nothing
+# counts (except asks that opt in with accept_unasked). Journal entries replay only under the
+# same shape. One sealing path for both styles: straight-line handlers suspend by raising
+# Suspend from an unanswered ask; guard-style handlers return InputRequired themselves.
 from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -19,13 +24,28 @@ from mrtr.errors import (
     InvalidRequestState,
     MissingRequiredClientCapability,
 )
-from mrtr.protocol import JSON, UNSET, InputRequest, InputRequiredResult, UnsetType
-from mrtr.server._asks import Ask, Suspend, capability_missing, required_capability
+from mrtr.protocol import (
+    JSON,
+    UNSET,
+    InputRequest,
+    InputRequiredResult,
+    RequestMeta,
+    UnsetType,
+)
+from mrtr.server._asks import (
+    Ask,
+    Reask,
+    Suspend,
+    capability_missing,
+    request_shape,
+    required_capability,
+)
 from mrtr.server._context import Context
-from mrtr.server._journal import FlowState, decode_flow, encode_flow
+from mrtr.server._journal import Answer, FlowState, decode_flow, encode_flow
+from mrtr.server._peer import NotificationSink, Peer
 from mrtr.server._sealing import Binding, Sealer, StateTooLarge
 
-__all__ = ["InputRequired", "RoundEngine"]
+__all__ = ["InputRequired", "Round", "RoundEngine", "SuspendSwallowed"]
 
 R = TypeVar("R")
 
@@ -42,8 +62,12 @@ class InputRequired:
     state: JSON = None
 
 
+class SuspendSwallowed(RuntimeError):
+    """A handler returned although an ask had suspended it (it caught BaseException)."""
+
+
 class RoundEngine:
-    """Opens the flow a request continues, runs its handler, and seals what must be carried."""
+    """Opens the round a request continues and seals what the next round needs."""
 
     def __init__(
         self,
@@ -60,12 +84,13 @@ class RoundEngine:
         self._prefix = os.urandom(6).hex()
         self._serial = itertools.count(1)
 
-    def open(
-        self, request_state: str | UnsetType, bind: Callable[[], Binding]
-    ) -> tuple[FlowState, float | None]:
-        """Unseal the presented state (or start a flow); raises InvalidRequestState."""
+    def open(self, request_state: str | UnsetType, bind: Callable[[], Binding]) -> Round:
+        """Unseal the presented state (or start a flow); raises InvalidRequestState.
+
+        `bind` computes the request's Binding; it is called only when a state is opened or sealed.
+        """
         if request_state is UNSET:
-            return FlowState(), None
+            return Round(self, FlowState(), bind, None)
         unsealed = self._sealer.unseal(request_state, bind())
         try:
             flow = decode_flow(unsealed.body)
@@ -73,59 +98,164 @@ class RoundEngine:
             raise InvalidRequestState("journal does not decode") from exc
         if flow.round >= self._max_rounds:
             raise InvalidParams(f"Too many input rounds for one request (limit {self._max_rounds})")
-        return flow, unsealed.deadline
+        return Round(self, flow, bind, unsealed.deadline)
 
-    async def run(
-        self,
-        handler: Callable[[Context], Awaitable[R]],
-        ctx: Context,
-        flow: FlowState,
-        bind: Callable[[], Binding],
-        deadline: float | None,
-    ) -> R | InputRequiredResult:
-        """Run one round; the value returned, or the InputRequiredResult that suspends it."""
+    def seal(
+        self, following: FlowState, binding: Binding, deadline: float | None, *, answered: bool
+    ) -> str:
+        """Seal the next round's state; an oversized state is the answers' fault if any came."""
         try:
-            value = await handler(ctx)
-        except Suspend:
-            return self._suspend(ctx.pending, flow, bind(), deadline, flow.state)
-        if isinstance(value, InputRequired):
-            asks = {k: _request_of(v) for k, v in value.asks.items()}
-            for request in asks.values():
-                needed = required_capability(request)
-                if capability_missing(ctx.client_capabilities, needed):
-                    raise MissingRequiredClientCapability(needed)
-            return self._suspend(asks, flow, bind(), deadline, value.state)
-        return value
-
-    def _suspend(
-        self,
-        asks: Mapping[str, InputRequest],
-        flow: FlowState,
-        binding: Binding,
-        deadline: float | None,
-        state: JSON,
-    ) -> InputRequiredResult:
-        following = FlowState(
-            flow=flow.flow or self._new_flow_id(),
-            round=flow.round + 1,
-            journal=flow.journal,
-            onces=flow.onces,
-            pending=sorted(asks),
-            state=state,
-        )
-        try:
-            token = self._sealer.seal(encode_flow(following), binding, deadline=deadline)
+            return self._sealer.seal(encode_flow(following), binding, deadline=deadline)
         except StateTooLarge as exc:
+            if answered:
+                raise InvalidParams(
+                    "The answers are too large to carry to the next round; send shorter ones"
+                ) from exc
             raise InternalError("Request state too large") from exc
-        return InputRequiredResult(
-            input_requests=dict(asks) if asks else UNSET, request_state=token
-        )
 
-    def _new_flow_id(self) -> str:
+    def new_flow_id(self) -> str:
         if self._random is not None:
             return self._random(12).hex()
         return f"{self._prefix}{next(self._serial):012x}"
 
 
-def _request_of(item: InputRequest | Ask[object]) -> InputRequest:
-    return item.request if isinstance(item, Ask) else item
+class Round:
+    """One request of a flow: settles the handler's asks, then finishes or suspends."""
+
+    __slots__ = ("_answered", "_bind", "_capabilities", "_deadline", "_engine", "_responses",
+                 "_sent", "_shapes", "asked", "flow")
+
+    def __init__(
+        self,
+        engine: RoundEngine,
+        flow: FlowState,
+        bind: Callable[[], Binding],
+        deadline: float | None,
+    ) -> None:
+        self._engine = engine
+        self.flow = flow
+        self._bind = bind
+        self._deadline = deadline
+        self._responses: Mapping[str, object] = {}
+        self._capabilities: object = None
+        self._shapes: dict[str, str] = {}  # key -> shape of every ask settled in this run
+        self._answered = False  # an answer was journaled this round
+        self.asked: dict[str, InputRequest] = {}  # what this round sends
+        self._sent: dict[str, str] = {}  # and the shapes of those asks
+
+    def context(
+        self,
+        *,
+        request_id: str | int,
+        meta: RequestMeta,
+        peer: Peer,
+        input_responses: Mapping[str, object],
+        sink: NotificationSink | None = None,
+    ) -> Context:
+        """The Context the handler runs with in this round."""
+        self._responses = input_responses
+        self._capabilities = meta.client_capabilities
+        return Context(request_id=request_id, meta=meta, peer=peer, flow=self.flow,
+                       input_responses=input_responses, settler=self, sink=sink)
+
+    async def run(
+        self, handler: Callable[[Context], Awaitable[R]], ctx: Context
+    ) -> R | InputRequiredResult:
+        """Run the handler; the value it returned, or the InputRequiredResult that suspends it.
+
+        Raises SuspendSwallowed when the handler returned although an ask suspended it.
+        """
+        try:
+            value = await handler(ctx)
+        except Suspend:
+            return self._suspend(self.asked, self._sent, self.flow.state)
+        except BaseExceptionGroup as group:  # asks inside task groups: one round, like gather
+            rest = group.split(Suspend)[1]
+            if rest is not None:
+                raise rest from group  # a real failure wins over the suspension
+            return self._suspend(self.asked, self._sent, self.flow.state)
+        if self.asked:
+            raise SuspendSwallowed(
+                f"the handler returned after asking for {sorted(self.asked)}: it caught mrtr's "
+                "Suspend (a bare `except:` or `except BaseException`); re-raise it")
+        if isinstance(value, InputRequired):
+            return self._suspend_guard(value)
+        return value
+
+    # -- the Settler protocol (called by Ask) ----------------------------------------------------
+    def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any]:
+        values = [self._resolve(ask) for ask in asks]
+        if any(value is _UNANSWERED for value in values):
+            raise Suspend()
+        return values
+
+    def _resolve(self, ask: Ask[Any]) -> Any:
+        key, shape, flow = ask.key, ask.spec.shape, self.flow
+        if key not in self._shapes:
+            self._shapes[key] = shape
+        elif self._shapes[key] != shape:
+            raise RuntimeError(f"two different asks share the key {key!r}")
+        problem: str | None = None
+        if key in flow.journal and flow.journal[key].shape == shape:
+            try:
+                return ask.resolve(flow.journal[key].value)[0]
+            except Reask as exc:  # valid when given, not now (e.g. after an upgrade): ask again
+                del flow.journal[key]
+                problem = exc.problem
+        # A response answers this very ask only if the last round sent it, as it is now; an
+        # ask never sent (round 1, a settled key, a key asked earlier) only if it opted in.
+        if key in self._responses and (flow.pending[key] == shape if key in flow.pending
+                                       else ask.accept_unasked):
+            try:
+                value, kept = ask.resolve(self._responses[key])
+            except Reask as exc:
+                problem = exc.problem
+            else:
+                flow.journal[key] = Answer(shape=shape, value=kept)
+                self._answered = True
+                return value
+        return self._emit(ask, problem)
+
+    def _emit(self, ask: Ask[Any], problem: str | None) -> Any:
+        if capability_missing(self._capabilities, ask.spec.capability):
+            if ask.has_fallback:
+                return ask.fallback
+            raise MissingRequiredClientCapability(ask.spec.capability)
+        self.asked[ask.key] = ask.with_problem(problem) if problem else ask.request
+        self._sent[ask.key] = ask.spec.shape
+        return _UNANSWERED
+
+    # -- suspending ------------------------------------------------------------------------------
+    def _suspend_guard(self, value: InputRequired) -> InputRequiredResult:
+        asks: dict[str, InputRequest] = {}
+        shapes: dict[str, str] = {}
+        for key, item in value.asks.items():
+            if isinstance(item, Ask):
+                asks[key], shapes[key] = item.request, item.spec.shape
+            else:
+                asks[key], shapes[key] = item, request_shape(item)
+            needed = required_capability(asks[key])
+            if capability_missing(self._capabilities, needed):
+                raise MissingRequiredClientCapability(needed)
+        return self._suspend(asks, shapes, value.state)
+
+    def _suspend(
+        self, asks: Mapping[str, InputRequest], shapes: dict[str, str], state: JSON
+    ) -> InputRequiredResult:
+        flow = self.flow
+        following = FlowState(
+            flow_id=flow.flow_id or self._engine.new_flow_id(),
+            round=flow.round + 1,
+            journal=flow.journal,
+            onces=flow.onces,
+            pending=shapes,
+            state=state,
+        )
+        token = self._engine.seal(following, self._bind(), self._deadline,
+                                  answered=self._answered)
+        return InputRequiredResult(
+            input_requests=dict(asks) if asks else UNSET, request_state=token
+        )
+
+
+_UNANSWERED: Any = object()  # _resolve's "emitted, not answered yet"; also "no response"

@@ -24,7 +24,6 @@ from mrtr.protocol import (
 )
 from mrtr.server._asks import Declined
 from mrtr.server._context import Context
-from mrtr.server._journal import FlowState
 from mrtr.server._peer import NotificationSink, Peer
 from mrtr.server._registry import Server, ToolEntry
 from mrtr.server._results import (
@@ -55,14 +54,10 @@ class Runner:
         self._log = log
 
     def bare_context(self, request: Any, peer: Peer) -> Context:
-        """A Context for handlers that never ask (completion)."""
-        return Context(
-            request_id=request.id,
-            meta=request.params.meta,
-            peer=peer,
-            flow=FlowState(),
-            input_responses={},
-        )
+        """A Context for handlers that never ask (completion): an ask there suspends, which the
+        Dispatcher reports as a server bug."""
+        return self._engine.open(UNSET, _unbound).context(
+            request_id=request.id, meta=request.params.meta, peer=peer, input_responses={})
 
     def _run(
         self,
@@ -77,18 +72,12 @@ class Runner:
         that runs `invoke` under the round engine."""
         params = request.params
         bind = _LazyBinding(request.method, target, arguments, peer.principal)
-        flow, deadline = self._engine.open(params.request_state, bind)
+        round_ = self._engine.open(params.request_state, bind)
         responses = params.input_responses if params.input_responses is not UNSET else {}
-        ctx = Context(
-            request_id=request.id,
-            meta=params.meta,
-            peer=peer,
-            flow=flow,
-            input_responses=responses,
-            sink=sink,
-        )
+        ctx = round_.context(request_id=request.id, meta=params.meta, peer=peer,
+                             input_responses=responses, sink=sink)
         # Returned, not awaited here: one coroutine frame fewer on every request.
-        return self._engine.run(invoke, ctx, flow, bind, deadline)
+        return round_.run(invoke, ctx)
 
     # -- tools/call ------------------------------------------------------------------------------
     async def call_tool(
@@ -212,6 +201,10 @@ class _LazyBinding:
             self.value = Binding(method=self.method, target=self.target,
                                  arguments_digest=digest, principal=self.principal)
         return self.value
+
+
+def _unbound() -> Binding:
+    raise AssertionError("a bare context never seals a state")
 
 
 async def _arguments(ctx: Context, entry: ToolEntry, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,9 @@ binding to the principal and the originating request, short expiry). Knows nothi
 # - The flow deadline is set once (round 1: now + flow_ttl) and copied forward by the caller from
 #   `Unsealed.deadline`; seal never extends it.
 # - digest_arguments canonicalises: sorted keys, and integral floats as ints (JSON 1.0 == 1), so
-#   a client that re-serialises its arguments on the retry still matches.
+#   a client that re-serialises its arguments on the retry still matches. Its walk is recursive,
+#   so nesting is bounded (MAX_ARGUMENT_DEPTH, far beyond real arguments): deeper is -32602,
+#   never a RecursionError.
 from __future__ import annotations
 
 import binascii
@@ -45,9 +47,10 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from mrtr.errors import InvalidRequestState
+from mrtr.errors import InvalidParams, InvalidRequestState
 
 __all__ = [
+    "MAX_ARGUMENT_DEPTH",
     "Binding",
     "Sealer",
     "StateTooLarge",
@@ -58,6 +61,7 @@ __all__ = [
 ]
 
 MIN_KEY_BYTES = 32
+MAX_ARGUMENT_DEPTH = 100  # levels of objects and arrays digest_arguments accepts
 _PREFIX = "v1."
 _AAD_PREFIX = b"v1."
 _VERSION = 1
@@ -95,10 +99,9 @@ class Binding(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Unsealed(msgspec.Struct, frozen=True, kw_only=True):
-    """A verified requestState: the caller's body and the flow's timestamps (epoch seconds)."""
+    """A verified requestState: the caller's body and the flow's deadline (epoch seconds)."""
 
     body: bytes
-    issued_at: float
     deadline: float  # pass to the next seal() so the flow deadline is never extended
 
 
@@ -116,19 +119,25 @@ class _Claims(msgspec.Struct, array_like=True, frozen=True, gc=False):
 
 
 def digest_arguments(arguments: object) -> bytes:
-    """Return the SHA-256 of the canonical JSON of `arguments` (sorted keys, 1.0 as 1)."""
-    return hashlib.sha256(msgspec.json.encode(_canonical(arguments), order="sorted")).digest()
+    """Return the SHA-256 of the canonical JSON of `arguments` (sorted keys, 1.0 as 1).
+
+    Raises InvalidParams when objects and arrays nest deeper than MAX_ARGUMENT_DEPTH.
+    """
+    canonical = _canonical_json_value(arguments, MAX_ARGUMENT_DEPTH)
+    return hashlib.sha256(msgspec.json.encode(canonical, order="sorted")).digest()
 
 
-def _canonical(value: object) -> object:
+def _canonical_json_value(value: object, depth: int) -> object:
     if isinstance(value, float):
         if value.is_integer() and abs(value) < _EXACT_FLOAT:
             return int(value)
         return value
-    if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_canonical(v) for v in value]
+    if isinstance(value, dict | list | tuple):
+        if depth <= 0:
+            raise InvalidParams(f"Arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")
+        if isinstance(value, dict):
+            return {k: _canonical_json_value(v, depth - 1) for k, v in value.items()}
+        return [_canonical_json_value(v, depth - 1) for v in value]
     return value
 
 
@@ -314,7 +323,7 @@ class Sealer:
         reason = self._mismatch(claims, binding) or _stale(claims, now)
         if reason is not None:
             raise self._reject(reason)
-        return Unsealed(body=claims.b, issued_at=claims.iat, deadline=claims.dl)
+        return Unsealed(body=claims.b, deadline=claims.dl)
 
     def _open(self, token: object) -> _Claims:
         if not isinstance(token, str):
