@@ -10,6 +10,8 @@ from mrtr.server._results import ToolError
 from mrtr.server._rounds import InputRequired
 from mrtr.server._schema import AskIfMissing, Header
 from mrtr.server._sealing import Binding, Sealer, generate_key, parse_keys
+from mrtr.server._session import Session
+from mrtr.server._session_server import SessionServer
 
 __all__ = [
     "Ask",
@@ -34,6 +36,8 @@ __all__ = [
     "Reply",
     "Sealer",
     "Server",
+    "Session",
+    "SessionServer",
     "ToolError",
     "Uri",
 ]

@@ -31,6 +31,7 @@ binding to the principal and the originating request, short expiry). Knows nothi
 from __future__ import annotations
 
 import binascii
+import copy
 import functools
 import hashlib
 import logging
@@ -278,6 +279,18 @@ class Sealer:
             max_state_bytes=max_state_bytes,
             logger=logger,
         )
+
+    def for_audience(self, audience: str, *, ttl: float, flow_ttl: float | None = None) -> Sealer:
+        """A Sealer on the same key ring for another audience and lifetime (seconds).
+
+        Tokens of one audience never unseal under another, so one key ring can seal
+        `requestState` and, say, session ids without either being usable as the other.
+        """
+        sibling = copy.copy(self)
+        sibling._audience = audience
+        sibling._ttl = _positive("ttl", ttl)
+        sibling._flow_ttl = _positive("flow_ttl", ttl if flow_ttl is None else flow_ttl)
+        return sibling
 
     def __repr__(self) -> str:
         return f"Sealer(audience={self._audience!r}, keys={len(self._keys)}, ttl={self._ttl})"

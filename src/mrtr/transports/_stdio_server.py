@@ -1,7 +1,8 @@
 """serve_stdio: the stdio transport, newline-delimited JSON-RPC (spec: basic/transports/stdio).
 
 Requests run concurrently; `notifications/cancelled` cancels one and suppresses its reply.
-stdout carries only MCP messages; logs go to stderr (the `logging` module's business).
+stdout carries only MCP messages; logs go to stderr (the `logging` module's business). A client
+that opens with `initialize` makes the process its session (SessionServer), whatever it probed.
 """
 
 # Design: one task per request; every write takes one lock so each message is exactly one line.
@@ -13,19 +14,21 @@ import asyncio
 import functools
 import logging
 import os
+from collections.abc import Coroutine
 from typing import Any, Protocol
 
 import msgspec
 
 from mrtr.errors import InvalidRequest, ProtocolError
 from mrtr.protocol import (
+    PROTOCOL_VERSION_KEY,
     CancelledNotification,
     FrameTooLarge,
     LineFramer,
     encode_line,
     encode_message,
 )
-from mrtr.server import Dispatcher, Peer, Reply
+from mrtr.server import Dispatcher, Peer, Reply, Session, SessionServer
 
 __all__ = ["ByteReader", "ByteWriter", "serve_stdio"]
 
@@ -54,21 +57,26 @@ async def serve_stdio(
     writer: ByteWriter | None = None,
     grace: float = 5.0,
     max_line: int = MAX_LINE,
+    ask_timeout: float = 600.0,
 ) -> None:
     """Serve `dispatcher` until EOF; stdin/stdout (fds 0 and 1) unless streams are given.
 
-    `grace` is how many seconds in-flight requests may still run after EOF before cancellation.
+    `grace` is how many seconds in-flight requests may still run after EOF before cancellation;
+    `ask_timeout` how long a request to an `initialize` client waits for its answer (seconds).
     """
     if reader is None or writer is None:
         std_reader, std_writer = await _std_streams()
         reader = reader or std_reader
         writer = writer or std_writer
-    await _Session(dispatcher, writer).run(reader, grace, max_line)
+    sessions = SessionServer(dispatcher, ask_timeout=ask_timeout)
+    await _Stream(dispatcher, sessions, writer).run(reader, grace, max_line)
 
 
-class _Session:
-    def __init__(self, dispatcher: Dispatcher, writer: ByteWriter) -> None:
+class _Stream:
+    def __init__(self, dispatcher: Dispatcher, sessions: SessionServer, writer: ByteWriter) -> None:
         self.dispatcher = dispatcher
+        self.sessions = sessions
+        self.session: Session | None = None  # set by `initialize`: the process is the session
         self.writer = writer
         self.lock = asyncio.Lock()
         self.tasks: dict[Any, asyncio.Task[None]] = {}
@@ -96,7 +104,8 @@ class _Session:
         try:
             message = self.dispatcher.receive(line, None)
         except ProtocolError as exc:
-            await self.write(Reply(exc.request_id, error=exc).body)
+            if not await self.take_session(line):
+                await self.write(Reply(exc.request_id, error=exc).body)
             return
         if isinstance(message, CancelledNotification):
             task = self.tasks.pop(message.params.request_id, None)
@@ -109,9 +118,47 @@ class _Session:
             error = InvalidRequest("Invalid Request: this id is already in flight")
             await self.write(Reply(message.id, error=error).body)
             return
-        task = asyncio.create_task(self.serve(message))
-        self.tasks[message.id] = task
-        task.add_done_callback(functools.partial(self._forget, message.id))
+        self.spawn(message.id, self.serve(message))
+
+    def spawn(self, key: Any, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self.tasks[key] = task
+        task.add_done_callback(functools.partial(self._forget, key))
+
+    async def take_session(self, line: bytes) -> bool:
+        """Serve `line` as a message of an `initialize` session; False if it is not one."""
+        try:
+            message = msgspec.json.decode(line)
+        except msgspec.DecodeError:
+            return False
+        if not isinstance(message, dict) or _modern(message):
+            return False
+        method = message.get("method")
+        if method == "initialize" and "id" in message:
+            # Design: a failed probe (`server/discover`) never locks the era; neither does a
+            # second `initialize`, which starts the session afresh.
+            session, body = self.sessions.initialize(message, self.peer)
+            if session is not None:
+                self.session = session
+            await self.write(body)
+            return True
+        session = self.session
+        if session is None:
+            return False
+        if isinstance(method, str) and "id" in message:
+            if message["id"] in self.tasks:
+                error = InvalidRequest("Invalid Request: this id is already in flight")
+                await self.write(Reply(None, error=error).body)
+            else:
+                self.spawn(message["id"], self.serve_session(session, message))
+            return True
+        await self.sessions.serve(session, message, self.peer, self.write)
+        return True
+
+    async def serve_session(self, session: Session, message: dict[str, Any]) -> None:
+        reply = await self.sessions.serve(session, message, self.peer, self.write)
+        if reply is not None:
+            await self.write(reply)
 
     def _forget(self, key: Any, task: asyncio.Task[None]) -> None:
         if self.tasks.get(key) is task:
@@ -145,6 +192,12 @@ class _Session:
         if late:
             self.log.warning("cancelled %d request(s) still running at EOF", len(late))
             await asyncio.wait(late)
+
+
+def _modern(message: dict[str, Any]) -> bool:
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta
 
 
 async def _std_streams() -> tuple[ByteReader, ByteWriter]:

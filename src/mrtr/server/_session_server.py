@@ -1,0 +1,372 @@
+"""SessionServer: serves `initialize` clients (2025-11-25 and earlier) with the same handlers.
+
+Each request of a session is rewritten into its 2026-07-28 form (the session supplies `_meta`),
+served by the Dispatcher, and when that answers `input_required` this class plays the MRTR client:
+each input request goes to the client as a server→client request, and the answers come back in a
+retry with `inputResponses` and `requestState` until the result is final (LEGACY.md §6.4).
+"""
+
+# Design: one code path for handlers. The round engine replays the handler from its journal on
+# every retry, so `ctx.once` runs once and a re-ask carries its feedback exactly as over MRTR.
+# Results lose the 2026 envelope here (`resultType`, `ttlMs`, `cacheScope`, serverInfo `_meta`);
+# `ping`, `logging/setLevel` and `resources/(un)subscribe` answer exactly `{}`. Transports own
+# the I/O: they give each request an Outbound (its POST's SSE stream, or stdout) and pass client
+# responses back through `serve`, which resolves the waiting server request by id.
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import msgspec
+
+from mrtr.errors import (
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    MissingRequiredClientCapability,
+    ProtocolError,
+)
+from mrtr.protocol import (
+    LEGACY_VERSIONS,
+    METHODS,
+    PROTOCOL_VERSION_KEY,
+    SERVER_INFO_KEY,
+    UNSET,
+    ElicitationCompleteNotification,
+    ElicitationCompleteNotificationParams,
+    Implementation,
+    InitializeResult,
+    InputRequest,
+    InputRequiredResult,
+    JSONObject,
+    RequestId,
+    encode,
+    encode_error,
+    encode_message,
+    negotiate_version,
+)
+from mrtr.server._dispatch import Dispatcher, Reply
+from mrtr.server._peer import Peer
+from mrtr.server._results import tool_error
+from mrtr.server._session import Outbound, Session, SessionInfo, Sessions
+
+__all__ = ["SessionServer"]
+
+_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+_ENVELOPE_KEYS = ("resultType", "ttlMs", "cacheScope")
+# Methods whose handlers may ask: HTTP answers them on an SSE stream.
+STREAMED = frozenset(m for m, spec in METHODS.items() if spec.may_input_required)
+
+
+class ResourceNotFound(ProtocolError):
+    """-32002, the 2025 code for an unknown resource (2026-07-28 says -32602)."""
+
+    code: ClassVar[int] = -32002
+    default_message: ClassVar[str] = "Resource not found"
+
+
+class _AskFailed(Exception):  # noqa: N818 - control flow: the call ends with this text
+    """A server→client request got no usable answer; `text` explains it to the model."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class SessionServer:
+    """Serves the requests of `initialize` sessions through one Dispatcher.
+
+    `ask_timeout` is how many seconds a server→client request may wait for its answer;
+    `session_ttl` bounds the life of a session id (seconds).
+    """
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        *,
+        ask_timeout: float = 600.0,
+        session_ttl: float = 24 * 3600.0,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.ask_timeout = ask_timeout
+        self.log = logger or logging.getLogger("mrtr.server.session")
+        name = dispatcher.server.name
+        sealer = dispatcher.sealer.for_audience(f"{name} mcp-session", ttl=session_ttl)
+        self.sessions = Sessions(sealer, logger=self.log)
+        self._local: dict[str, Callable[[Session, JSONObject], JSONObject]] = {
+            "ping": _ping,
+            "logging/setLevel": _set_level,
+            "resources/subscribe": self._subscribe,
+            "resources/unsubscribe": _unsubscribe,
+        }
+
+    # -- handshake ---------------------------------------------------------------------------------
+    def initialize(self, message: JSONObject, peer: Peer) -> tuple[Session | None, bytes]:
+        """Open a session for an `initialize` request: (the session or None, the reply body)."""
+        request_id = message.get("id")
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            error = InvalidParams("Invalid params: initialize needs a protocolVersion string",
+                                  data={"supported": list(LEGACY_VERSIONS),
+                                        "requested": requested})
+            return None, encode_error(_id(request_id), error)
+        capabilities = params.get("capabilities")
+        client_info = params.get("clientInfo")
+        info = SessionInfo(
+            version=negotiate_version(requested),
+            capabilities=capabilities if isinstance(capabilities, dict) else {},
+            client_info=client_info if isinstance(client_info, dict) else None,
+        )
+        session = self.sessions.open(info, peer.principal)
+        return session, _result(request_id, self._initialize_result(info.version))
+
+    def _initialize_result(self, version: str) -> InitializeResult:
+        server = self.dispatcher.server
+        capabilities = self.dispatcher.capabilities()
+        resources = capabilities.resources
+        capabilities = msgspec.structs.replace(
+            capabilities,
+            logging={},
+            resources={"subscribe": True} if resources is not UNSET else UNSET,
+        )
+        return InitializeResult(
+            protocol_version=version,
+            capabilities=capabilities,
+            server_info=Implementation(name=server.name, version=server.version),
+            instructions=server.instructions if server.instructions is not None else UNSET,
+        )
+
+    # -- one message of a session ------------------------------------------------------------------
+    async def serve(
+        self, session: Session, message: JSONObject, peer: Peer, outbound: Outbound
+    ) -> bytes | None:
+        """Serve one decoded message of `session`; the reply body for a request, else None.
+
+        Notifications and responses to server requests return None (HTTP answers 202).
+        """
+        method = message.get("method")
+        if not isinstance(method, str):
+            if not session.resolve(message):
+                self.log.info("ignored a response to unknown server request id %r",
+                              message.get("id"))
+            return None
+        if "id" not in message:
+            self._notification(session, method, message.get("params"))
+            return None
+        request_id = _id(message.get("id"))
+        if request_id is None:
+            return encode_error(None, InvalidRequest("Invalid Request: bad id"))
+        task = asyncio.current_task()
+        if task is not None:
+            session.inflight[request_id] = task
+        try:
+            return await self._request(session, request_id, method, message, peer, outbound)
+        finally:
+            session.inflight.pop(request_id, None)
+
+    def _notification(self, session: Session, method: str, params: object) -> None:
+        if method == "notifications/initialized":
+            session.initialized = True
+        elif method == "notifications/cancelled" and isinstance(params, dict):
+            session.cancel(params.get("requestId"))
+
+    async def _request(
+        self,
+        session: Session,
+        request_id: RequestId,
+        method: str,
+        message: JSONObject,
+        peer: Peer,
+        outbound: Outbound,
+    ) -> bytes:
+        params = message.get("params", {})
+        if not isinstance(params, dict):
+            return encode_error(request_id, InvalidParams("Invalid params: not an object"))
+        local = self._local.get(method)
+        if local is not None:
+            try:
+                return _result(request_id, local(session, params))
+            except ProtocolError as exc:
+                return encode_error(request_id, exc)
+        if method == "initialize":
+            info = session.info
+            return _result(request_id, self._initialize_result(info.version))
+        if method not in METHODS:
+            return encode_error(request_id, MethodNotFound(f"Method not found: {method}"))
+        meta = params.get("_meta")
+        if isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta:
+            # 2026-07-28 `_meta` inside a session: served statelessly, exactly as without one.
+            reply = await self.dispatcher.handle_bytes(encode(message), peer, sink=_sink(outbound))
+            return reply.body if reply is not None else b""
+        own = {**(meta if isinstance(meta, dict) else {}), **session.meta}
+        request = {**message, "params": {**params, "_meta": own}}
+        reply = await self._rounds(session, request, peer, outbound)
+        return _shape(method, reply)
+
+    async def _rounds(
+        self, session: Session, request: JSONObject, peer: Peer, outbound: Outbound
+    ) -> Reply:
+        """Serve `request`, fulfilling each `input_required` with server→client requests."""
+        dispatcher = self.dispatcher
+        sink = _sink(outbound)
+        urls: list[str] = []
+        for _ in range(dispatcher.max_rounds + 1):
+            try:
+                decoded = dispatcher.receive(encode(request))
+            except ProtocolError as exc:
+                return Reply(exc.request_id, error=exc)
+            reply = await dispatcher.handle(decoded, peer, sink)
+            result = reply.result
+            if not isinstance(result, InputRequiredResult):
+                await self._complete_urls(session, urls, outbound)
+                return reply
+            try:
+                answers = await self._fulfil(session, result, outbound, urls)
+            except _AskFailed as exc:
+                return self._failed(request, exc.text)
+            params = {**request["params"], "inputResponses": answers}
+            if result.request_state is not UNSET:
+                params["requestState"] = result.request_state
+            request = {**request, "params": params}
+        return Reply(request.get("id"), error=InternalError("Too many input rounds"))
+
+    def _failed(self, request: JSONObject, text: str) -> Reply:
+        self.log.info("request %r: %s", request.get("id"), text)
+        if request.get("method") == "tools/call":
+            return Reply(request.get("id"), result=tool_error(text))
+        return Reply(request.get("id"), error=InternalError(text))
+
+    async def _fulfil(
+        self, session: Session, result: InputRequiredResult, outbound: Outbound, urls: list[str]
+    ) -> JSONObject:
+        asks = result.input_requests if result.input_requests is not UNSET else {}
+        keys = list(asks)
+        answers = await asyncio.gather(
+            *(self._ask(session, asks[key], outbound, urls) for key in keys)
+        )
+        return dict(zip(keys, answers, strict=True))
+
+    async def _ask(
+        self, session: Session, ask: InputRequest, outbound: Outbound, urls: list[str]
+    ) -> JSONObject:
+        method = ask.method
+        params = msgspec.to_builtins(ask.params) if ask.params is not UNSET else {}
+        if method == "elicitation/create":
+            if params.get("mode") == "url":
+                params["elicitationId"] = secrets.token_urlsafe(16)
+                urls.append(params["elicitationId"])
+            elif session.version != "2025-11-25":
+                params.pop("mode", None)  # form is the only mode before 2025-11-25
+        try:
+            response = await session.request(method, params, outbound, self.ask_timeout)
+        except TimeoutError:
+            raise _AskFailed(
+                f"The client did not answer the {method} request within "
+                f"{self.ask_timeout:g} seconds."
+            ) from None
+        answer = response.get("result")
+        if isinstance(answer, dict):
+            return answer
+        if method == "elicitation/create":
+            return {"action": "cancel"}  # an error is no answer: the user did not accept
+        error = response.get("error")
+        reason = error.get("message") if isinstance(error, dict) else None
+        raise _AskFailed(f"The client refused the {method} request: {reason or 'no reason'}.")
+
+    async def _complete_urls(self, session: Session, urls: list[str], outbound: Outbound) -> None:
+        if session.version != "2025-11-25":
+            return
+        for elicitation_id in urls:
+            done = ElicitationCompleteNotificationParams(elicitation_id=elicitation_id)
+            await outbound(encode_message(ElicitationCompleteNotification(params=done)))
+
+    # -- local methods -----------------------------------------------------------------------------
+    def _subscribe(self, session: Session, params: JSONObject) -> JSONObject:
+        uri = _uri(params)
+        server = self.dispatcher.server
+        if uri not in server.tables.resources and server.match_template(uri) is None:
+            raise ResourceNotFound(data={"uri": uri})
+        session.subscriptions.add(uri)
+        return {}
+
+    async def resource_updated(self, uri: str) -> None:
+        """Send `notifications/resources/updated` to each session subscribed to `uri` that
+        has a GET stream open (it is lost otherwise, as the 2025 transport allows)."""
+        body = encode({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                       "params": {"uri": uri}})
+        for session in self.sessions.live():
+            if uri in session.subscriptions and session.streams:
+                await session.streams[0](body)
+
+
+def _ping(session: Session, params: JSONObject) -> JSONObject:
+    return {}
+
+
+def _set_level(session: Session, params: JSONObject) -> JSONObject:
+    level = params.get("level")
+    if level not in _LEVELS:
+        raise InvalidParams(f"Invalid params: level must be one of {', '.join(_LEVELS)}")
+    session.set_level(str(level))
+    return {}
+
+
+def _unsubscribe(session: Session, params: JSONObject) -> JSONObject:
+    session.subscriptions.discard(_uri(params))
+    return {}
+
+
+def _uri(params: JSONObject) -> str:
+    uri = params.get("uri")
+    if not isinstance(uri, str):
+        raise InvalidParams("Invalid params: uri must be a string")
+    return uri
+
+
+def _id(value: object) -> RequestId | None:
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    return None
+
+
+def _sink(outbound: Outbound) -> Callable[[msgspec.Struct], Any]:
+    async def sink(notification: msgspec.Struct) -> None:
+        await outbound(encode_message(notification))
+
+    return sink
+
+
+def _result(request_id: object, result: object) -> bytes:
+    return encode({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def _shape(method: str, reply: Reply) -> bytes:
+    """The 2025 form of a reply: no 2026 envelope; errors in their 2025 codes or shapes."""
+    error = reply.error
+    if error is not None:
+        if method == "tools/call" and isinstance(error, MissingRequiredClientCapability):
+            text = f"This tool needs a client capability the session lacks: {error.data}"
+            return _shape(method, Reply(reply.request_id, result=tool_error(text)))
+        if method == "resources/read" and isinstance(error, InvalidParams):
+            data = error.data
+            if isinstance(data, dict) and "uri" in data:
+                error = ResourceNotFound(data=data)
+        return encode_error(reply.request_id, error)
+    result = msgspec.to_builtins(reply.result)
+    for key in _ENVELOPE_KEYS:
+        result.pop(key, None)
+    meta = result.get("_meta")
+    if isinstance(meta, dict):
+        meta = {k: v for k, v in meta.items() if k != SERVER_INFO_KEY}
+        if meta:
+            result["_meta"] = meta
+        else:
+            del result["_meta"]
+    return _result(reply.request_id, result)
