@@ -85,6 +85,7 @@ class Session:
         self.subscriptions: set[str] = set()
         self.streams: list[Outbound] = []  # open GET streams, oldest first
         self.inflight: dict[RequestId, asyncio.Task[Any]] = {}
+        self.closed = asyncio.Event()  # set when the session ends (DELETE): GET streams close
         self._pending: dict[RequestId, asyncio.Future[JSONObject]] = {}
         self._ids = itertools.count(1)
         self._meta = self._build_meta()
@@ -197,6 +198,7 @@ class Sessions:
         self._ended[session.id] = None
         while len(self._ended) > self._limit:
             self._ended.popitem(last=False)
+        session.closed.set()
         for task in list(session.inflight.values()):
             task.cancel()
 
@@ -216,6 +218,7 @@ class Sessions:
         while len(self._live) > self._limit:
             _, old = self._live.popitem(last=False)
             self._log.warning("session table full (%d): dropped the oldest session", self._limit)
+            old.closed.set()
             for task in list(old.inflight.values()):
                 task.cancel()
 

@@ -18,9 +18,10 @@ from typing import Any
 
 from mrtr.errors import InternalError, InvalidRequest, ProtocolError
 from mrtr.protocol import encode_error
-from mrtr.server import Dispatcher, Peer, Reply
+from mrtr.server import Dispatcher, Peer, Reply, SessionServer
 from mrtr.transports._exchange import Exchange
 from mrtr.transports._hosts import HostCheck
+from mrtr.transports._session_http import SessionEndpoint, session_era
 
 __all__ = ["Authenticator", "McpApp", "Unauthorized"]
 
@@ -61,6 +62,8 @@ class McpApp:
     `name:port` exactly; None accepts the loopback names on any port. `allowed_origins` adds
     full origins (`https://app.example`).
     `max_body` is in bytes; `request_timeout` and `keepalive` are in seconds.
+    `sessions` also serves `initialize` clients (2025-11-25 and earlier) on the same path;
+    `ask_timeout` is how long their server→client requests wait for an answer (seconds).
     """
 
     def __init__(
@@ -75,6 +78,8 @@ class McpApp:
         request_timeout: float = 300.0,
         keepalive: float = 15.0,
         expose_worker: bool = False,
+        sessions: bool = True,
+        ask_timeout: float = 600.0,
     ) -> None:
         self.dispatcher = dispatcher
         self.path = path
@@ -90,6 +95,10 @@ class McpApp:
             [(b"mcp-debug-worker", str(os.getpid()).encode())] if expose_worker else []
         )
         self._loop_seen: tuple[asyncio.AbstractEventLoop, int] | None = None
+        self.sessions: SessionEndpoint | None = (
+            SessionEndpoint(self, SessionServer(dispatcher, ask_timeout=ask_timeout))
+            if sessions else None
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -121,7 +130,8 @@ class McpApp:
         if scope.get("path") != self.path:
             raise _Reject(404, f"Not Found: the MCP endpoint is POST {self.path}")
         if scope.get("method") != "POST":
-            raise _Reject(405, "Method Not Allowed: use POST", [(b"allow", b"POST")])
+            await self._other(scope.get("method", ""), headers, exchange)
+            return
         principal = await self._authenticate(headers)
         media = headers.get("content-type", "")
         if media != "application/json" and (
@@ -134,14 +144,31 @@ class McpApp:
         try:
             message = self.dispatcher.receive(body, headers)
         except ProtocolError as exc:
+            # Not a 2026-07-28 message: a session's (initialize, or an Mcp-Session-Id), if the
+            # version header allows; only this error path looks at session headers.
+            if self.sessions is not None and session_era(headers):
+                await self.sessions.post(body, headers, principal, exchange, exc)
+                return
             reply = Reply(exc.request_id, error=exc)
             await exchange.respond(reply.http_status, reply.body)
             return
         if not hasattr(message, "id"):
+            if self.sessions is not None and "mcp-session-id" in headers and session_era(headers):
+                await self.sessions.post(body, headers, principal, exchange, None)
+                return
             await exchange.respond(202, b"")
             return
         peer = _ANONYMOUS if principal is None else Peer(principal=principal, transport="http")
         await exchange.run(message, peer)
+
+    async def _other(self, method: str, headers: Mapping[str, str], exchange: Exchange) -> None:
+        """GET and DELETE exist only within a session (2025 clients); else 405."""
+        if self.sessions is None or method not in ("GET", "DELETE") or (
+            "mcp-session-id" not in headers
+        ):
+            raise _Reject(405, "Method Not Allowed: use POST", [(b"allow", b"POST")])
+        principal = await self._authenticate(headers)
+        await self.sessions.other(method, headers, principal, exchange)
 
     def running_loop(self) -> asyncio.AbstractEventLoop:
         """The event loop running this request, without a system call per request.

@@ -1,0 +1,260 @@
+"""SessionEndpoint: the `initialize` side of McpApp (Streamable HTTP as of 2025-11-25).
+
+POST `initialize` opens a session (`Mcp-Session-Id`); later POSTs carry the id; GET opens the
+session's server→client SSE stream; DELETE ends the session (LEGACY.md §4). Requests whose
+handlers may ask are answered on an SSE stream that also carries the server→client requests.
+"""
+
+# Design: McpApp only calls in here when a message failed the 2026-07-28 decode and carried no
+# 2026 version header (or for GET/DELETE with a session id), so the stateless path pays nothing.
+# A body with 2026 `_meta` gets the 2026 error it earned. Unknown, forged, expired and terminated
+# ids are 404 (-32001, as the official SDKs answer); a request without an id is 400. A client
+# disconnect cancels the handler, as on the stateless path.
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import msgspec
+
+from mrtr.errors import InvalidRequest, ParseError, ProtocolError
+from mrtr.protocol import (
+    LEGACY_VERSIONS,
+    PROTOCOL_VERSION_KEY,
+    SSE_KEEPALIVE,
+    JSONObject,
+    encode_error,
+    encode_sse_event,
+)
+from mrtr.server import Peer, Session, SessionServer
+from mrtr.server._session import Outbound, UnknownSession
+from mrtr.server._session_server import STREAMED
+from mrtr.transports._exchange import Exchange
+
+if TYPE_CHECKING:
+    from mrtr.transports._asgi import McpApp
+
+__all__ = ["SessionEndpoint", "session_era"]
+
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+class SessionNotFound(ProtocolError):
+    """The `Mcp-Session-Id` is unknown, forged, expired or terminated: re-`initialize`."""
+
+    code: ClassVar[int] = -32001
+    http_status: ClassVar[int] = 404
+    default_message: ClassVar[str] = "Session not found"
+
+
+def session_era(headers: Mapping[str, str]) -> bool:
+    """True unless `MCP-Protocol-Version` names a version served without sessions."""
+    version = headers.get("mcp-protocol-version")
+    return version is None or version.strip() in LEGACY_VERSIONS
+
+
+class SessionEndpoint:
+    """Serves the session traffic of one McpApp through one SessionServer."""
+
+    def __init__(self, app: McpApp, server: SessionServer) -> None:
+        self.app = app
+        self.server = server
+
+    # -- POST ----------------------------------------------------------------------------------
+    async def post(
+        self,
+        body: bytes,
+        headers: Mapping[str, str],
+        principal: str | None,
+        exchange: Exchange,
+        fallback: ProtocolError | None,
+    ) -> None:
+        """Serve one POSTed message; `fallback` is the 2026 error to send if it is not ours."""
+        try:
+            message = msgspec.json.decode(body)
+        except msgspec.DecodeError:
+            message = None
+        if not isinstance(message, dict | list) or _has_modern_meta(message):
+            await _reply_error(exchange, fallback or ParseError("Parse error: invalid JSON"))
+            return
+        peer = Peer(principal=principal, transport="http")
+        if isinstance(message, dict) and message.get("method") == "initialize" and "id" in message:
+            session, reply = self.server.initialize(message, peer)
+            extra = [(b"mcp-session-id", session.id.encode())] if session is not None else []
+            await exchange.respond(200, reply, extra)
+            return
+        session = await self._session(headers, principal, exchange, _request_id(message))
+        if session is None:
+            return
+        if isinstance(message, list):
+            await self._batch(session, message, peer, exchange)
+            return
+        if "id" not in message or not isinstance(message.get("method"), str):
+            await self.server.serve(session, message, peer, _nowhere)
+            await exchange.respond(202, b"")
+            return
+        if message["method"] not in STREAMED:
+            answer = await self.server.serve(session, message, peer, _nowhere)
+            await exchange.respond(200, answer or b"")
+            return
+        await _stream(self.app, exchange,
+                      lambda out: self.server.serve(session, message, peer, out))
+
+    async def _batch(
+        self, session: Session, messages: list[Any], peer: Peer, exchange: Exchange
+    ) -> None:
+        """A JSON-RPC batch (2025-03-26): replies are events of one SSE stream."""
+        if session.version != "2025-03-26" or not messages:
+            await _reply_error(exchange, InvalidRequest(
+                "Invalid Request: batches are only accepted in 2025-03-26 sessions"))
+            return
+
+        async def work(out: Outbound) -> None:
+            async def one(item: object) -> None:
+                if not isinstance(item, dict):
+                    await out(encode_error(None, InvalidRequest("Invalid Request")))
+                    return
+                reply = await self.server.serve(session, item, peer, out)
+                if reply is not None:
+                    await out(reply)
+
+            await asyncio.gather(*(one(item) for item in messages))
+
+        await _stream(self.app, exchange, work)
+
+    # -- GET and DELETE ------------------------------------------------------------------------
+    async def other(
+        self, method: str, headers: Mapping[str, str], principal: str | None, exchange: Exchange
+    ) -> None:
+        """GET: the session's server→client stream; DELETE: end the session."""
+        session = await self._session(headers, principal, exchange, None)
+        if session is None:
+            return
+        if method == "DELETE":
+            self.server.sessions.end(session)
+            await exchange.respond(200, b"")
+            return
+
+        async def listen(out: Outbound) -> None:
+            session.streams.append(out)
+            try:
+                await session.closed.wait()
+            finally:
+                session.streams.remove(out)
+
+        await _stream(self.app, exchange, listen)
+
+    async def _session(
+        self,
+        headers: Mapping[str, str],
+        principal: str | None,
+        exchange: Exchange,
+        request_id: object,
+    ) -> Session | None:
+        """The session the request names; None after answering 400 or 404 for it."""
+        rid = request_id if isinstance(request_id, str | int) else None
+        session_id = headers.get("mcp-session-id")
+        if session_id is None:
+            error: ProtocolError = InvalidRequest(
+                "Bad Request: Mcp-Session-Id header is required (send initialize first, or send "
+                "a 2026-07-28 request with params._meta)")
+            await exchange.respond(400, encode_error(rid, error))
+            return None
+        try:
+            session = self.server.sessions.get(session_id.strip(), principal)
+        except UnknownSession:
+            await exchange.respond(404, encode_error(rid, SessionNotFound()))
+            return None
+        version = headers.get("mcp-protocol-version")
+        if version is not None and version.strip() != session.version:
+            error = InvalidRequest(
+                f"Bad Request: MCP-Protocol-Version must be {session.version} in this session")
+            await exchange.respond(400, encode_error(rid, error))
+            return None
+        return session
+
+
+async def _reply_error(exchange: Exchange, error: ProtocolError) -> None:
+    await exchange.respond(error.http_status, encode_error(error.request_id, error))
+
+
+async def _nowhere(message: bytes) -> None:
+    """The Outbound of a request answered as JSON: nothing may go out before the reply."""
+
+
+async def _stream(
+    app: McpApp, exchange: Exchange, work: Callable[[Outbound], Awaitable[bytes | None]]
+) -> None:
+    """Answer with an SSE stream: `work` writes events through its Outbound, then its reply
+    (if any) is the last event. A client disconnect cancels `work`."""
+    await _EventStream(app, exchange).run(work)
+
+
+class _EventStream:
+    """One SSE response: whole-event writes under a lock, keep-alives, disconnect → cancel."""
+
+    def __init__(self, app: McpApp, exchange: Exchange) -> None:
+        self.app = app
+        self.exchange = exchange
+        self.lock = asyncio.Lock()
+        self.task: asyncio.Task[Any] | None = None
+        self.gone = False
+        self.finished = False
+
+    async def run(self, work: Callable[[Outbound], Awaitable[bytes | None]]) -> None:
+        self.exchange.started = True
+        await self.exchange.send({"type": "http.response.start", "status": 200,
+                                  "headers": [*_SSE_HEADERS, *self.app.extra_headers]})
+        self.task = asyncio.current_task()
+        helpers = [asyncio.create_task(self._watch()), asyncio.create_task(self._keep_alive())]
+        try:
+            reply = await work(self.out)
+        except asyncio.CancelledError:
+            if not self.gone or self.task is None:
+                raise
+            self.task.uncancel()
+            return
+        finally:
+            self.finished = True
+            for helper in helpers:
+                helper.cancel()
+        async with self.lock:
+            last = encode_sse_event(reply) if reply else b""
+            await self.exchange.send({"type": "http.response.body", "body": last})
+
+    async def out(self, message: bytes) -> None:
+        await self._write(encode_sse_event(message))
+
+    async def _write(self, chunk: bytes) -> None:
+        async with self.lock:
+            await self.exchange.send({"type": "http.response.body", "body": chunk,
+                                      "more_body": True})
+
+    async def _watch(self) -> None:
+        while (await self.exchange.receive())["type"] != "http.disconnect":
+            pass
+        if not self.finished and self.task is not None:
+            self.gone = True
+            self.task.cancel()
+
+    async def _keep_alive(self) -> None:
+        while True:
+            await asyncio.sleep(self.app.keepalive)
+            await self._write(SSE_KEEPALIVE)
+
+
+def _has_modern_meta(message: object) -> bool:
+    if not isinstance(message, dict):
+        return False
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta
+
+
+def _request_id(message: JSONObject | list[Any]) -> object:
+    return message.get("id") if isinstance(message, dict) else None
