@@ -257,6 +257,73 @@ async def test_input_required_result_capabilities(ctx: Context) -> str:
     return f"Hello, {answer.name}!"
 
 
+# -- tools the 2025-11-25 requirement set calls (push-style asks in a session, MRTR otherwise) --
+@app.tool()
+async def test_tool_with_logging(ctx: Context) -> str:
+    """Logs three messages at info, ~50 ms apart."""
+    for text in ("Tool execution started", "Tool processing data", "Tool execution completed"):
+        await ctx.log("info", text)
+        await asyncio.sleep(0.05)
+    return "Logging tool completed."
+
+
+@app.tool()
+async def test_sampling(ctx: Context, prompt: str) -> str:
+    """Asks the client's model to answer `prompt`."""
+    reply = await ctx.sample(prompt, max_tokens=100, key="sampling")
+    text = reply.content.text if isinstance(reply.content, TextContent) else "(non-text answer)"
+    return f"LLM response: {text}"
+
+
+@app.tool()
+async def test_elicitation(ctx: Context, message: str) -> str:
+    """Asks the user for a username and an email."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"username": {"type": "string"}, "email": {"type": "string"}},
+        "required": ["username", "email"],
+    }
+    content = await ctx.elicit_schema(message, schema, key="user_info")
+    return f"User response: action=accept, content={json.dumps(content, sort_keys=True)}"
+
+
+@app.tool()
+async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    """A form whose every field has a default (SEP-1034)."""
+    schema: dict[str, Any] = {"type": "object", "properties": {
+        "name": {"type": "string", "default": "John Doe"},
+        "age": {"type": "integer", "default": 30},
+        "score": {"type": "number", "default": 95.5},
+        "status": {"type": "string", "enum": ["active", "inactive", "pending"],
+                   "default": "active"},
+        "verified": {"type": "boolean", "default": True},
+    }}
+    content = await ctx.elicit_schema("Please review your profile", schema, key="defaults")
+    return f"Elicitation completed: {json.dumps(content, sort_keys=True)}"
+
+
+def _titled(*pairs: tuple[str, str]) -> list[dict[str, str]]:
+    return [{"const": value, "title": title} for value, title in pairs]
+
+
+@app.tool()
+async def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    """A form with the five enum shapes of SEP-1330."""
+    options = ["option1", "option2", "option3"]
+    schema: dict[str, Any] = {"type": "object", "properties": {
+        "untitledSingle": {"type": "string", "enum": options},
+        "titledSingle": {"type": "string", "oneOf": _titled(
+            ("value1", "First Option"), ("value2", "Second Option"), ("value3", "Third Option"))},
+        "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
+                       "enumNames": ["Option One", "Option Two", "Option Three"]},
+        "untitledMulti": {"type": "array", "items": {"type": "string", "enum": options}},
+        "titledMulti": {"type": "array", "items": {"anyOf": _titled(
+            ("value1", "First Choice"), ("value2", "Second Choice"), ("value3", "Third Choice"))}},
+    }}
+    content = await ctx.elicit_schema("Pick some options", schema, key="enums")
+    return f"Elicitation completed: {json.dumps(content, sort_keys=True)}"
+
+
 # -- prompts -------------------------------------------------------------------------------------
 @app.prompt()
 def test_simple_prompt() -> str:
@@ -312,6 +379,12 @@ def static_text() -> str:
 def static_binary() -> bytes:
     """A static binary resource."""
     return base64.b64decode(PNG)
+
+
+@app.resource("test://watched-resource", mime_type="text/plain")
+def watched_resource() -> str:
+    """A resource clients subscribe to."""
+    return "Watched resource content."
 
 
 @app.resource("test://template/{id}/data", mime_type="application/json")
