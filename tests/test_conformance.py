@@ -68,6 +68,22 @@ def test_server_leg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert int(rows["server-stateless"]["checks_passed"]) >= 25
 
 
+def test_server_leg_2025_11_25(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same fixture server, on the same URL, passes the 2025-11-25 (initialize) set (#12)."""
+    port = _free_port()
+    start = f"{sys.executable} -m examples.conformance.server --port {port}"
+    summary = _run(["server", f"http://127.0.0.1:{port}/mcp", "--requirements", "2025-11-25",
+                    "--start", start], tmp_path / "server", capsys)
+    assert "0 failed, 0 warnings" in summary
+    rows = _rows(tmp_path / "server")
+    scored = [r for r in rows.values() if r["class"] == "scored"]
+    assert len(scored) == 30 and all(r["status"] == "pass" for r in scored)
+    # Push-style asks really went out: the sampling and elicitation scenarios ran their checks.
+    for name in ("tools-call-sampling", "tools-call-elicitation", "elicitation-sep1330-enums"):
+        assert int(rows[name]["checks_passed"]) >= 1, rows[name]
+    assert rows["server-session-lifecycle"]["status"] == "pass"
+
+
 @pytest.mark.skipif(not (ROOT / "examples" / "conformance" / "client.py").is_file(),
                     reason="the fixture client is not written yet")
 def test_client_leg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

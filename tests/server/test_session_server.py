@@ -1,0 +1,308 @@
+"""SessionServer (#12): initialize clients served by the same handlers, asks pushed to the client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import pytest
+from msgspec import Meta
+
+from mrtr.protocol import TextContent
+from mrtr.server import Context, Dispatcher, Form, Peer, Server, Session, SessionServer
+
+PEER = Peer(principal=None, transport="test")
+app = Server("sessions-test", version="1.0.0", instructions="Be kind.")
+BOOKED: list[str] = []
+
+
+class Details(Form):
+    boxes: Annotated[int, Meta(ge=1, le=5)]
+
+
+class Name(Form):
+    name: str
+
+
+@app.tool()
+async def book(ctx: Context, order: str) -> str:
+    """A side effect between two asks: replayed rounds must not repeat it."""
+    details = await ctx.elicit("How many boxes?", Details, key="details")
+    number = await ctx.once("book", lambda: BOOKED.append(order) or len(BOOKED))
+    if not await ctx.confirm(f"Booked #{number}. Send the label?", key="confirm"):
+        return f"booked #{number}, no label"
+    return f"booked #{number} with {details.boxes} boxes, label sent"
+
+
+@app.tool()
+async def open_page(ctx: Context) -> str:
+    """A URL-mode elicitation."""
+    await ctx.elicit_url("Sign in, please", "https://example.com/sign-in", key="signin")
+    return "signed in"
+
+
+@app.tool()
+async def ask_model(ctx: Context) -> str:
+    """A sampling ask."""
+    reply = await ctx.sample("Say hi", max_tokens=5, key="hi")
+    return reply.content.text if isinstance(reply.content, TextContent) else "?"
+
+
+@app.tool()
+async def chatty(ctx: Context) -> str:
+    """Logs at info and at error."""
+    await ctx.log("info", "an info line")
+    await ctx.log("error", "an error line")
+    return "done"
+
+
+@app.tool()
+async def capabilities(ctx: Context) -> str:
+    """Echoes the client capabilities the handler sees."""
+    return json.dumps(ctx.client_capabilities.elicitation)
+
+
+@app.resource("test://doc", mime_type="text/plain")
+def doc() -> str:
+    """A document."""
+    return "text"
+
+
+Answer = Callable[[dict[str, Any]], dict[str, Any] | None]
+
+
+class Client:
+    """Plays an initialize client: records what the server sends and answers its requests."""
+
+    def __init__(self, server: SessionServer, session: Session, answer: Answer) -> None:
+        self.server = server
+        self.session = session
+        self.answer = answer
+        self.sent: list[dict[str, Any]] = []
+        self.tasks: list[asyncio.Task[Any]] = []
+
+    async def outbound(self, message: bytes) -> None:
+        decoded = json.loads(message)
+        self.sent.append(decoded)
+        if "id" in decoded and "method" in decoded:
+            reply = self.answer(decoded)
+            if reply is not None:
+                response = {"jsonrpc": "2.0", "id": decoded["id"], **reply}
+                self.tasks.append(asyncio.create_task(
+                    self.server.serve(self.session, response, PEER, self.outbound)))
+
+    def requests(self, method: str | None = None) -> list[dict[str, Any]]:
+        return [m for m in self.sent if "id" in m and (method is None or m["method"] == method)]
+
+    async def call(self, method: str, params: dict[str, Any], id: int = 7) -> dict[str, Any]:
+        message = {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+        body = await self.server.serve(self.session, message, PEER, self.outbound)
+        assert body is not None
+        reply: dict[str, Any] = json.loads(body)
+        return reply
+
+
+def open_session(
+    answer: Answer, *, version: str = "2025-11-25", capabilities: dict[str, Any] | None = None,
+    ask_timeout: float = 5.0,
+) -> Client:
+    server = SessionServer(Dispatcher(app), ask_timeout=ask_timeout)
+    caps = {"elicitation": {"form": {}, "url": {}}, "sampling": {}} if capabilities is None else (
+        capabilities)
+    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": caps,
+        "clientInfo": {"name": "t", "version": "1"}}}
+    session, _ = server.initialize(message, PEER)
+    assert session is not None
+    return Client(server, session, answer)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, 10))
+
+
+# -- initialize -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("requested", "negotiated"), [
+    ("2025-11-25", "2025-11-25"), ("2025-06-18", "2025-06-18"), ("2025-03-26", "2025-03-26"),
+    ("2026-07-28", "2025-11-25"), ("1999-01-01", "2025-11-25"), ("v999", "2025-11-25"),
+])
+def test_initialize_negotiates_a_2025_version(requested: str, negotiated: str) -> None:
+    server = SessionServer(Dispatcher(app))
+    message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": requested, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}}
+    session, body = server.initialize(message, PEER)
+    result = json.loads(body)["result"]
+    assert session is not None and session.version == negotiated
+    assert result["protocolVersion"] == negotiated
+    assert result["serverInfo"] == {"name": "sessions-test", "version": "1.0.0"}
+    assert result["instructions"] == "Be kind."
+    assert result["capabilities"]["logging"] == {}
+    assert result["capabilities"]["resources"] == {"subscribe": True}
+    assert "resultType" not in result
+
+
+def test_initialize_without_a_version_names_the_supported_ones() -> None:
+    server = SessionServer(Dispatcher(app))
+    session, body = server.initialize({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                       "params": {"capabilities": {}}}, PEER)
+    error = json.loads(body)["error"]
+    assert session is None and error["code"] == -32602
+    assert error["data"]["supported"] == ["2025-11-25", "2025-06-18", "2025-03-26"]
+
+
+# -- utilities ----------------------------------------------------------------------------------
+def test_ping_set_level_and_subscribe_answer_exactly_an_empty_object() -> None:
+    client = open_session(lambda m: None)
+
+    async def scenario() -> None:
+        assert (await client.call("ping", {}))["result"] == {}
+        assert (await client.call("logging/setLevel", {"level": "info"}))["result"] == {}
+        assert (await client.call("resources/subscribe", {"uri": "test://doc"}))["result"] == {}
+        assert client.session.subscriptions == {"test://doc"}
+        assert (await client.call("resources/unsubscribe", {"uri": "test://doc"}))["result"] == {}
+        assert (await client.call("logging/setLevel", {"level": "loud"}))["error"]["code"] == -32602
+        missing = await client.call("resources/subscribe", {"uri": "test://nope"})
+        assert missing["error"]["code"] == -32002
+
+    run(scenario())
+
+
+def test_results_lose_the_2026_envelope_and_not_found_is_32002() -> None:
+    client = open_session(lambda m: None)
+
+    async def scenario() -> None:
+        listed = (await client.call("tools/list", {}))["result"]
+        assert "tools" in listed and not {"resultType", "ttlMs", "cacheScope", "_meta"} & set(listed)
+        read = (await client.call("resources/read", {"uri": "test://doc"}))["result"]
+        assert read == {"contents": [{"uri": "test://doc", "mimeType": "text/plain",
+                                      "text": "text"}]}
+        missing = await client.call("resources/read", {"uri": "test://gone"})
+        assert missing["error"]["code"] == -32002 and missing["error"]["data"]["uri"] == "test://gone"
+
+    run(scenario())
+
+
+def test_log_notifications_follow_the_session_level() -> None:
+    client = open_session(lambda m: None)
+
+    async def scenario() -> list[str]:
+        await client.call("tools/call", {"name": "chatty", "arguments": {}}, id=1)
+        assert not client.sent  # no level set yet: the server chose silence
+        await client.call("logging/setLevel", {"level": "warning"}, id=2)
+        await client.call("tools/call", {"name": "chatty", "arguments": {}}, id=3)
+        return [m["params"]["level"] for m in client.sent]
+
+    assert run(scenario()) == ["error"]
+
+
+def test_modern_meta_on_a_session_is_served_statelessly() -> None:
+    client = open_session(lambda m: None)
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    reply = run(client.call("tools/call", {"name": "book", "arguments": {"order": "m"},
+                                           "_meta": meta}))
+    assert reply["result"]["resultType"] == "input_required"  # MRTR, not a pushed request
+    assert client.requests() == []
+
+
+# -- pushed asks --------------------------------------------------------------------------------
+def test_reask_with_feedback_and_the_side_effect_runs_once() -> None:
+    BOOKED.clear()
+    boxes = iter([9, 3])
+
+    def answer(request: dict[str, Any]) -> dict[str, Any]:
+        schema = request["params"]["requestedSchema"]
+        if "boxes" in schema["properties"]:
+            return {"result": {"action": "accept", "content": {"boxes": next(boxes)}}}
+        return {"result": {"action": "accept", "content": {"confirm": True}}}
+
+    client = open_session(answer)
+    reply = run(client.call("tools/call", {"name": "book", "arguments": {"order": "A-1"}}))
+    assert reply["result"]["content"][0]["text"] == "booked #1 with 3 boxes, label sent"
+    assert "isError" not in reply["result"] and "resultType" not in reply["result"]
+    asked = [m["params"]["message"] for m in client.requests("elicitation/create")]
+    assert len(asked) == 3 and asked[0] == "How many boxes?"
+    assert asked[1] != asked[0] and "How many boxes?" in asked[1]  # the re-ask says what was wrong
+    assert BOOKED == ["A-1"]  # three rounds replayed the handler, the booking ran once
+
+
+def test_a_decline_gives_the_declined_result() -> None:
+    client = open_session(lambda m: {"result": {"action": "decline"}})
+    reply = run(client.call("tools/call", {"name": "book", "arguments": {"order": "B"}}))
+    assert reply["result"]["isError"] is True
+    assert "declined" in reply["result"]["content"][0]["text"]
+
+
+def test_an_unanswered_ask_times_out_as_an_error_result() -> None:
+    client = open_session(lambda m: None, ask_timeout=0.05)
+    reply = run(client.call("tools/call", {"name": "book", "arguments": {"order": "C"}}))
+    assert reply["result"]["isError"] is True
+    assert "did not answer the elicitation/create request" in reply["result"]["content"][0]["text"]
+
+
+def test_a_client_error_to_sampling_is_an_error_result() -> None:
+    client = open_session(lambda m: {"error": {"code": -1, "message": "User rejected"}})
+    reply = run(client.call("tools/call", {"name": "ask_model", "arguments": {}}))
+    assert reply["result"]["isError"] is True
+    assert "User rejected" in reply["result"]["content"][0]["text"]
+
+
+def test_sampling_is_pushed_and_answered() -> None:
+    answer = {"result": {"role": "assistant", "content": {"type": "text", "text": "hello"},
+                         "model": "m"}}
+    client = open_session(lambda m: answer)
+    reply = run(client.call("tools/call", {"name": "ask_model", "arguments": {}}))
+    assert reply["result"]["content"][0]["text"] == "hello"
+    assert client.requests("sampling/createMessage")[0]["params"]["maxTokens"] == 5
+
+
+def test_responses_to_unknown_ids_are_ignored_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    client = open_session(lambda m: None)
+    with caplog.at_level(logging.INFO, "mrtr.server.session"):
+        out = run(client.server.serve(client.session, {"jsonrpc": "2.0", "id": 424242,
+                                                       "result": {}}, PEER, client.outbound))
+    assert out is None
+    assert "unknown server request id 424242" in caplog.text
+
+
+def test_url_elicitation_carries_an_id_and_completes() -> None:
+    client = open_session(lambda m: {"result": {"action": "accept"}})
+    reply = run(client.call("tools/call", {"name": "open_page", "arguments": {}}))
+    assert reply["result"]["content"][0]["text"] == "signed in"
+    request = client.requests("elicitation/create")[0]["params"]
+    assert request["mode"] == "url" and request["elicitationId"]
+    done = [m for m in client.sent if m.get("method") == "notifications/elicitation/complete"]
+    assert done == [{"jsonrpc": "2.0", "method": "notifications/elicitation/complete",
+                     "params": {"elicitationId": request["elicitationId"]}}]
+
+
+def test_a_2025_06_18_session_gets_form_only_without_mode() -> None:
+    client = open_session(lambda m: {"result": {"action": "accept"}}, version="2025-06-18")
+    caps = run(client.call("tools/call", {"name": "capabilities", "arguments": {}}, id=1))
+    assert json.loads(caps["result"]["content"][0]["text"]) == {"form": {}}
+    url = run(client.call("tools/call", {"name": "open_page", "arguments": {}}, id=2))
+    assert url["result"]["isError"] is True and client.requests() == []  # never sent: no url mode
+
+    client = open_session(lambda m: {"result": {"action": "decline"}}, version="2025-06-18")
+    run(client.call("tools/call", {"name": "book", "arguments": {"order": "D"}}))
+    assert "mode" not in client.requests("elicitation/create")[0]["params"]
+
+
+def test_cancelled_notification_stops_the_request() -> None:
+    client = open_session(lambda m: None)
+
+    async def scenario() -> None:
+        call = asyncio.create_task(client.call("tools/call", {"name": "book",
+                                                              "arguments": {"order": "E"}}, id=9))
+        while not client.requests():
+            await asyncio.sleep(0.01)
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": 9}}
+        assert await client.server.serve(client.session, cancel, PEER, client.outbound) is None
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    run(scenario())
