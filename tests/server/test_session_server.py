@@ -1,4 +1,4 @@
-"""SessionServer (#12): initialize clients served by the same handlers, asks pushed to the client."""
+"""SessionServer (#12): initialize clients served by the same handlers, asks pushed to them."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def run(coro: Any) -> Any:
     return asyncio.run(asyncio.wait_for(coro, 10))
 
 
-# -- initialize -------------------------------------------------------------------------------------
+# -- initialize ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(("requested", "negotiated"), [
     ("2025-11-25", "2025-11-25"), ("2025-06-18", "2025-06-18"), ("2025-03-26", "2025-03-26"),
     ("2026-07-28", "2025-11-25"), ("1999-01-01", "2025-11-25"), ("v999", "2025-11-25"),
@@ -132,7 +132,8 @@ def run(coro: Any) -> Any:
 def test_initialize_negotiates_a_2025_version(requested: str, negotiated: str) -> None:
     server = SessionServer(Dispatcher(app))
     message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": requested, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}}
+        "protocolVersion": requested, "capabilities": {},
+        "clientInfo": {"name": "c", "version": "1"}}}
     session, body = server.initialize(message, PEER)
     result = json.loads(body)["result"]
     assert session is not None and session.version == negotiated
@@ -175,7 +176,8 @@ def test_results_lose_the_2026_envelope_and_not_found_is_32002() -> None:
 
     async def scenario() -> None:
         listed = (await client.call("tools/list", {}))["result"]
-        assert "tools" in listed and not {"resultType", "ttlMs", "cacheScope", "_meta"} & set(listed)
+        assert "tools" in listed
+        assert not {"resultType", "ttlMs", "cacheScope", "_meta"} & set(listed)
         read = (await client.call("resources/read", {"uri": "test://doc"}))["result"]
         assert read == {"contents": [{"uri": "test://doc", "mimeType": "text/plain",
                                       "text": "text"}]}
