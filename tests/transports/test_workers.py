@@ -91,6 +91,8 @@ def test_each_round_on_a_different_worker(tmp_path: Path) -> None:
         while any(running(int(pid)) for pid in used) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not [pid for pid in used if running(int(pid))], "workers outlived mrtr serve"
+        # 2025 sessions live in one worker: said once, with the way out (#12).
+        assert log_path.read_text().count("hash $http_mcp_session_id consistent") == 1
     except AssertionError:
         print(log_path.read_text())
         raise

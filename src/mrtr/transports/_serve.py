@@ -29,6 +29,12 @@ _PATH_ENV = "MRTR_SERVE_PATH"
 _HOSTS_ENV = "MRTR_SERVE_ALLOWED_HOSTS"
 _WORKER_ENV = "MRTR_SERVE_EXPOSE_WORKER"
 log = logging.getLogger("mrtr.serve")
+_STICKY = (
+    "%d workers: 2025 clients (initialize sessions) need every request of a session on one "
+    "worker (its answers to server requests and GET stream live there): use --workers 1 for "
+    "them, or route on Mcp-Session-Id in front (nginx: hash $http_mcp_session_id consistent); "
+    "2026-07-28 clients need nothing (docs/legacy.md)"
+)
 
 
 def serve(
@@ -99,6 +105,7 @@ def _serve_workers(
     else:
         os.environ[KEYS_ENV] = ",".join(k.hex() for k in keys)
     load_dispatcher(target, parse_keys(os.environ[KEYS_ENV]))  # fail early, in the parent
+    log.warning(_STICKY, workers)
     os.environ.update({
         _TARGET_ENV: absolute_target(target),  # workers may resolve a relative path elsewhere
         _PATH_ENV: path,
