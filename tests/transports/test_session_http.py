@@ -218,3 +218,23 @@ def test_get_stream_and_disconnect_cancels_the_handler(tmp_path: Path) -> None:
     assert headers["content-type"] == "text/event-stream"
     assert headers["x-accel-buffering"] == "no"
     assert marker.read_text() == "cancelled"
+
+
+def test_a_2025_03_26_session_accepts_a_batch_without_the_version_header() -> None:
+    async def go() -> tuple[httpx.Response, httpx.Response]:
+        async with asgi_client() as client:
+            old = {**INITIALIZE,
+                   "params": {**INITIALIZE["params"], "protocolVersion": "2025-03-26"}}
+            reply = await post(client, old, JSON_HEADERS)
+            session = {**JSON_HEADERS, "mcp-session-id": reply.headers["mcp-session-id"]}
+            batch = [ping(2), {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}]
+            newer = await open_session(client)
+            refused = await client.post("/mcp", content=msgspec.json.encode(batch), headers=newer)
+            return await client.post("/mcp", content=msgspec.json.encode(batch),
+                                     headers=session), refused
+
+    reply, refused = run(go())
+    assert reply.status_code == 200 and reply.headers["content-type"] == "text/event-stream"
+    events = [json.loads(ln[5:]) for ln in reply.text.splitlines() if ln.startswith("data:")]
+    assert sorted(e["id"] for e in events) == [2, 3]
+    assert refused.status_code == 400  # batches were removed in 2025-06-18

@@ -136,3 +136,24 @@ def test_an_unanswered_ask_times_out_in_process() -> None:
     assert ask["method"] == "elicitation/create"
     assert final["id"] == 2 and final["result"]["isError"] is True
     assert "did not answer" in msgspec.json.encode(final).decode()
+
+
+def test_a_2025_03_26_session_accepts_batches() -> None:
+    async def go() -> Lines:
+        reader = asyncio.StreamReader()
+        out = Lines()
+        old = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": "2025-03-26"}}
+        reader.feed_data(line(old))
+        batch = [{"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                 {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                 {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}]
+        reader.feed_data(msgspec.json.encode(batch) + b"\n")
+        reader.feed_eof()
+        await serve_stdio(Dispatcher(apps.app), reader=reader, writer=out)
+        return out
+
+    init, *rest = run(go()).messages
+    assert init["result"]["protocolVersion"] == "2025-03-26"
+    replies = {m["id"]: m for m in rest}
+    assert replies[2]["result"] == {} and "tools" in replies[3]["result"]
+    assert len(rest) == 2

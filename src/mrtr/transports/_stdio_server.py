@@ -131,7 +131,17 @@ class _Stream:
             message = msgspec.json.decode(line)
         except msgspec.DecodeError:
             return False
-        if not isinstance(message, dict) or _modern(message):
+        session = self.session
+        if isinstance(message, list) and session is not None and session.version == "2025-03-26":
+            # A 2025-03-26 batch: each member is served as if it came alone (replies one a line).
+            for item in message:
+                if not isinstance(item, dict) or not await self.take_message(item):
+                    await self.write(Reply(None, error=InvalidRequest("Invalid Request")).body)
+            return True
+        return isinstance(message, dict) and await self.take_message(message)
+
+    async def take_message(self, message: dict[str, Any]) -> bool:
+        if _modern(message):
             return False
         method = message.get("method")
         if method == "initialize" and "id" in message:
@@ -148,7 +158,7 @@ class _Stream:
         if isinstance(method, str) and "id" in message:
             if message["id"] in self.tasks:
                 error = InvalidRequest("Invalid Request: this id is already in flight")
-                await self.write(Reply(None, error=error).body)
+                await self.write(Reply(message["id"], error=error).body)
             else:
                 self.spawn(message["id"], self.serve_session(session, message))
             return True
