@@ -308,3 +308,21 @@ def test_cancelled_notification_stops_the_request() -> None:
             await call
 
     run(scenario())
+
+
+def test_resource_updates_reach_subscribed_sessions_with_a_stream() -> None:
+    client = open_session(lambda m: None)
+    other = Client(client.server, client.server.sessions.open(client.session.info, None),
+                   lambda m: None)
+
+    async def scenario() -> None:
+        client.session.streams.append(client.outbound)
+        other.session.streams.append(other.outbound)  # open stream, but not subscribed
+        await client.call("resources/subscribe", {"uri": "test://doc"})
+        await client.server.resource_updated("test://doc")
+        await client.server.resource_updated("test://elsewhere")
+
+    run(scenario())
+    assert client.sent == [{"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                            "params": {"uri": "test://doc"}}]
+    assert other.sent == []
