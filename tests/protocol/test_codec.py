@@ -194,6 +194,14 @@ def test_unknown_method_without_meta_is_method_not_found() -> None:
     assert raises(errors.MethodNotFound, raw(body)).request_id == 1
 
 
+@pytest.mark.parametrize("with_meta", [False, True])
+def test_initialize_refused_names_the_supported_versions_issue_12(with_meta: bool) -> None:
+    body = request("initialize") if with_meta else {"jsonrpc": "2.0", "id": 1,
+                                                   "method": "initialize", "params": {}}
+    err = raises(errors.MethodNotFound, raw(body))
+    assert err.data == {"supported": ["2026-07-28"]} and "2026-07-28" in err.message
+
+
 def test_unknown_method_with_meta_is_method_not_found() -> None:
     err = raises(errors.MethodNotFound, raw(request("tools/frobnicate")))
     assert "tools/frobnicate" in err.message

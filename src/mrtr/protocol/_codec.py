@@ -33,6 +33,7 @@ from ._jsonrpc import ErrorObject, JSONRPCErrorResponse, JSONRPCResultResponse, 
 from ._meta import (
     CLIENT_CAPABILITIES_KEY,
     PROTOCOL_VERSION_KEY,
+    SUPPORTED_VERSIONS,
     ClientCapabilities,
     RequestId,
     RequestMeta,
@@ -225,6 +226,13 @@ def _version_error(version: str) -> ProtocolError | None:
 
 
 def _missing(method: str) -> MethodNotFound:
+    if method == "initialize":
+        # A server answering `initialize` this way names what it speaks (versioning: a
+        # modern-only server SHOULD), so a 2025 client can tell why and a 2026 one what to send.
+        supported = list(SUPPORTED_VERSIONS)
+        return MethodNotFound(
+            f"Method not found: initialize (2026-07-28 requests carry _meta; supported "
+            f"versions: {', '.join(supported)})", data={"supported": supported})
     return MethodNotFound(f"Method not found: {method}")
 
 
