@@ -238,3 +238,26 @@ def test_a_2025_03_26_session_accepts_a_batch_without_the_version_header() -> No
     events = [json.loads(ln[5:]) for ln in reply.text.splitlines() if ln.startswith("data:")]
     assert sorted(e["id"] for e in events) == [2, 3]
     assert refused.status_code == 400  # batches were removed in 2025-06-18
+
+
+def test_notifications_cancelled_ends_the_call_without_a_reply(tmp_path: Path) -> None:
+    port = free_port()
+    marker = tmp_path / "marker"
+
+    async def go(url: str) -> str:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            session = await open_session(client)
+            call = {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                    "params": {"name": "hang", "arguments": {"marker": str(marker)}}}
+            async with client.stream("POST", "/mcp", content=msgspec.json.encode(call),
+                                     headers=session) as stream:
+                await asyncio.sleep(0.3)
+                cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": 4, "reason": "user"}}
+                assert (await post(client, cancel, session)).status_code == 202
+                return (await stream.aread()).decode()
+
+    with LiveServer(live_app(port), port) as server:
+        body = run(go(server.url))
+    assert "data:" not in body  # the stream ended with no response
+    assert marker.read_text() == "cancelled"

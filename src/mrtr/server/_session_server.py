@@ -149,7 +149,8 @@ class SessionServer:
     ) -> bytes | None:
         """Serve one decoded message of `session`; the reply body for a request, else None.
 
-        Notifications and responses to server requests return None (HTTP answers 202).
+        Notifications, responses to server requests and requests the client cancelled
+        (`notifications/cancelled`) return None.
         """
         method = message.get("method")
         if not isinstance(method, str):
@@ -163,11 +164,19 @@ class SessionServer:
         request_id = _id(message.get("id"))
         if request_id is None:
             return encode_error(None, InvalidRequest("Invalid Request: bad id"))
-        task = asyncio.current_task()
-        if task is not None:
-            session.inflight[request_id] = task
+        # Its own task, so `notifications/cancelled` stops the handler and the request ends
+        # without a reply, while the transport's task (and stream) carries on.
+        task = asyncio.ensure_future(
+            self._request(session, request_id, method, message, peer, outbound))
+        session.inflight[request_id] = task
         try:
-            return await self._request(session, request_id, method, message, peer, outbound)
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and current is not None and not current.cancelling():
+                self.log.info("request %r cancelled by the client", request_id)
+                return None
+            raise
         finally:
             session.inflight.pop(request_id, None)
 
@@ -248,9 +257,14 @@ class SessionServer:
     ) -> JSONObject:
         asks = result.input_requests if result.input_requests is not UNSET else {}
         keys = list(asks)
-        answers = await asyncio.gather(
-            *(self._ask(session, asks[key], outbound, urls) for key in keys)
-        )
+        tasks = [asyncio.ensure_future(self._ask(session, asks[key], outbound, urls))
+                 for key in keys]
+        try:
+            answers = await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:  # one ask failed: the others are moot, stop waiting for them
+                task.cancel()
+            raise
         return dict(zip(keys, answers, strict=True))
 
     async def _ask(
