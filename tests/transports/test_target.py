@@ -55,7 +55,7 @@ def test_relative_file_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     ("nowhere/missing.py:app", "no such file: nowhere/missing.py"),
     ("tests.transports.apps:nothing", "tests.transports.apps has no attribute 'nothing'"),
     ("no_colon", "target must look like module:attribute or path/to/file.py:attribute"),
-    ("tests.transports.apps:__name__", "is neither a Server nor a Dispatcher"),
+    ("tests.transports.apps:__name__", "is a str, not a Server, a Dispatcher, an ASGI app"),
 ])
 def test_unusable_targets_are_one_line_errors(target: str, message: str) -> None:
     with pytest.raises(ValueError, match="^[^\n]*$") as caught:
