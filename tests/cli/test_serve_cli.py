@@ -243,3 +243,22 @@ def test_19_an_ephemeral_key_is_lost_on_restart_and_the_log_says_why(tmp_path: P
     assert ("WARNING mrtr.sealing: requestState rejected (audience 'transport-tests'): sealed by "
             "a key this server does not have: restarted with a new key or keys rotated?") in log
     assert not (tmp_path / "state").exists()
+
+
+def test_19_host_0_0_0_0_gets_a_403_naming_allow_host(tmp_path: Path) -> None:
+    port = free_port()
+    process, log_path = start(tmp_path, "tests.transports.apps:app", "--host", "0.0.0.0",
+                              "--port", str(port))
+    try:
+        shown = logged(log_path, r"serving on (\S+) \(bound to 0\.0\.0\.0", process)[1]
+        assert shown == f"http://127.0.0.1:{port}/mcp"  # a URL the server accepts
+        wait_ready(shown, process)
+        refused = httpx.post(shown, timeout=10, **post_args(call("add", {"a": 1, "b": 2}),
+                                                            host=f"0.0.0.0:{port}"))
+    finally:
+        stop(process)
+    assert refused.status_code == 403
+    assert refused.json()["error"]["message"] == (
+        f"Forbidden: Host '0.0.0.0:{port}' not allowed; 0.0.0.0 is the wildcard bind address, "
+        f"not a host name: connect to 127.0.0.1:{port} or localhost:{port}, or to a name given "
+        "to mrtr serve with --allow-host NAME (McpApp: allowed_hosts)")
