@@ -80,12 +80,12 @@ def serve(
                                                      or expose_worker):
         log.warning("%s is an ASGI app with its own settings: --path, --allow-host and "
                     "--debug-worker-header do not apply to it", target)
+    shown = path if isinstance(obj, Server | Dispatcher) else _endpoint(obj)
     if workers > 1:
         return _serve_workers(target, host, port, workers, path, keys, hosts, expose_worker,
-                              log_level)
+                              log_level, shown)
     app = _app(obj, keys, path, hosts, expose_worker)
-    return _run_uvicorn(app, host=host, port=port, workers=1, log_level=log_level,
-                        path=path if isinstance(app, McpApp) else "/")
+    return _run_uvicorn(app, host=host, port=port, workers=1, log_level=log_level, path=shown)
 
 
 def _worker_app() -> McpApp | ASGIApp:
@@ -127,6 +127,11 @@ def _dispatcher(target: str, obj: Server | Dispatcher | ASGIApp,
     return with_keys(obj, keys)
 
 
+def _endpoint(app: ASGIApp) -> str:
+    """The path to show for an ASGI app target: an McpApp knows its own."""
+    return app.path if isinstance(app, McpApp) else "/"
+
+
 def _app(obj: Server | Dispatcher | ASGIApp, keys: Sequence[bytes] | None,
          path: str, hosts: Sequence[str], expose_worker: bool) -> McpApp | ASGIApp:
     if isinstance(obj, Server | Dispatcher):
@@ -147,6 +152,7 @@ def _serve_workers(
     hosts: Sequence[str],
     expose_worker: bool,
     log_level: str,
+    shown: str,
 ) -> int:
     if not keys:
         # Design: one key generated here and handed to every worker, so states cross workers.
@@ -162,7 +168,7 @@ def _serve_workers(
         _WORKER_ENV: "1" if expose_worker else "0",
     })
     return _run_uvicorn("mrtr.transports._serve:_worker_app", host=host, port=port,
-                        workers=workers, log_level=log_level, path=path)
+                        workers=workers, log_level=log_level, path=shown)
 
 
 def _run_uvicorn(app: McpApp | ASGIApp | str, *, host: str, port: int, workers: int,
