@@ -262,3 +262,15 @@ def test_19_host_0_0_0_0_gets_a_403_naming_allow_host(tmp_path: Path) -> None:
         f"Forbidden: Host '0.0.0.0:{port}' not allowed; 0.0.0.0 is the wildcard bind address, "
         f"not a host name: connect to 127.0.0.1:{port} or localhost:{port}, or to a name given "
         "to mrtr serve with --allow-host NAME (McpApp: allowed_hosts)")
+
+
+def test_19_a_stdio_server_is_local_and_uses_the_key_file_too(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "mrtr.cli", "serve", "tests.transports.apps:app", "--stdio"],
+        input=b"", capture_output=True, cwd=ROOT, timeout=60,
+        env={**cli_env(), "XDG_STATE_HOME": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    key_file = tmp_path / "mrtr" / "requeststate.key"
+    assert f"requestState key kept in {key_file}".encode() in done.stderr
+    assert done.stdout == b""

@@ -95,17 +95,16 @@ def opened_by(app: object, key: bytes) -> bool:
     return opens(app.dispatcher.sealer, key.hex())
 
 
-@pytest.mark.parametrize(("host", "workers", "stdio", "used"), [
-    ("127.0.0.1", 1, False, True),
-    ("localhost", 1, False, True),
-    ("::1", 1, False, True),
-    ("0.0.0.0", 1, False, False),  # reachable from elsewhere: keys are a deployment decision
-    ("10.1.2.3", 1, False, False),
-    ("127.0.0.1", 2, False, False),  # workers share a key generated for the run
+@pytest.mark.parametrize(("host", "workers", "used"), [
+    ("127.0.0.1", 1, True),
+    ("localhost", 1, True),
+    ("::1", 1, True),
+    ("0.0.0.0", 1, False),  # reachable from elsewhere: keys are a deployment decision
+    ("10.1.2.3", 1, False),
+    ("127.0.0.1", 2, False),  # workers share a key generated for the run
 ])
 def test_19_only_a_single_local_process_uses_the_key_file(
-    uvicorn_runs: list[dict[str, Any]], tmp_path: Path, host: str, workers: int, stdio: bool,
-    used: bool,
+    uvicorn_runs: list[dict[str, Any]], tmp_path: Path, host: str, workers: int, used: bool,
 ) -> None:
     key_file = tmp_path / "mrtr" / "requeststate.key"
     assert _serve.serve("tests.transports.apps:app", host=host, port=9, workers=workers,
