@@ -50,7 +50,7 @@ def load_target(target: str) -> Server | Dispatcher | ASGIApp:
     module, obj = _import_target(target)
     if _servable(obj):
         return obj
-    refusal = _not_a_factory(obj, module)
+    refusal = _not_a_factory(obj, module, target.rpartition(":")[0])
     if refusal is not None:
         raise ValueError(f"{target} {refusal}")
     made = obj()  # type: ignore[operator]  # _not_a_factory checked it is a plain function
@@ -126,7 +126,7 @@ def _is_asgi(obj: object) -> bool:
     return sum(p.kind in _POSITIONAL for p in params) == 3
 
 
-def _not_a_factory(obj: object, module: ModuleType) -> str | None:
+def _not_a_factory(obj: object, module: ModuleType, source: str) -> str | None:
     """Why `obj` must not be called as a factory, or None when it may be."""
     if isinstance(obj, type):
         what = "a Form class" if issubclass(obj, Form) else f"the class {obj.__qualname__}"
@@ -134,7 +134,7 @@ def _not_a_factory(obj: object, module: ModuleType) -> str | None:
     if not (inspect.isfunction(obj) or inspect.ismethod(obj)
             or isinstance(obj, functools.partial)):
         return f"is {_kind(obj)}, {_WANTED}"
-    handler = _handler_of(obj, module)
+    handler = _handler_of(obj, module, source)
     if handler is not None:
         return handler
     if inspect.iscoroutinefunction(obj):
@@ -146,13 +146,13 @@ def _not_a_factory(obj: object, module: ModuleType) -> str | None:
     return None
 
 
-def _handler_of(fn: object, module: ModuleType) -> str | None:
+def _handler_of(fn: object, module: ModuleType, source: str) -> str | None:
     """'is the tool …' when `fn` is registered on a Server of `module`."""
     for attribute, server in _servers(module):
         for kind, name, call in _handlers(server):
             if call is fn or getattr(call, "__wrapped__", None) is fn:
                 return (f"is the {kind} {name!r} of Server {server.name!r}, not a factory; "
-                        f"serve the Server: {module.__name__}:{attribute}")
+                        f"serve the Server: {source}:{attribute}")
     return None
 
 
