@@ -218,8 +218,8 @@ def _rekeyed(dispatcher: Dispatcher, keys: Sequence[bytes]) -> Dispatcher:
     try:
         shared.unseal(dispatcher.sealer.seal(b"", _PROBE), _PROBE)
     except InvalidRequestState:
-        log.info("serving %r with the keys from %s instead of its Dispatcher's own key",
-                 server.name, KEYS_ENV)
+        log.info("serving %r with this run's keys (%s or the key file) instead of its "
+                 "Dispatcher's own key", server.name, KEYS_ENV)
         sealer = Sealer(keys=list(keys), audience=server.name)
         return Dispatcher(server, sealer=sealer, max_rounds=dispatcher.max_rounds,
                           logger=dispatcher.log)
