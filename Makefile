@@ -12,8 +12,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+run: PORT ?= 8000
 run: $(STAMP)
-	$(BIN)/mrtr serve examples.bookings:app --host 127.0.0.1 --port 8000
+	$(BIN)/mrtr serve examples.bookings:app --host 127.0.0.1 --port $(PORT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks
