@@ -278,7 +278,8 @@ def test_roots_are_exposed(target: list[str], tmp_path: Path) -> None:
 def test_without_roots_the_tool_cannot_ask(target: list[str]) -> None:
     out = cli("call", *target, "list_roots")
     assert (out.returncode, out.stdout) == (1, "")
-    assert out.stderr == "mrtr: server error -32021: Missing required client capability\n"
+    assert out.stderr == (
+        "mrtr: server error -32021: Missing required client capability (needs roots)\n")
 
 
 class Stub:

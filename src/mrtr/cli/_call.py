@@ -147,7 +147,7 @@ async def _main(command: Command, args: argparse.Namespace) -> int:
         console.write(f"mrtr: {exc}")
         return 2
     except ProtocolError as exc:
-        console.write(f"mrtr: server error {exc.code}: {escape(exc.message, newlines=False)}")
+        console.write(f"mrtr: server error {exc.code}: {escape(str(exc), newlines=False)}")
         return 1
     except (ClientError, TransportError) as exc:
         console.write(f"mrtr: {escape(str(exc), newlines=False)}")
