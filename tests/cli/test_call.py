@@ -240,7 +240,7 @@ def test_json_output_and_its_exit_status(target: list[str]) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["call"], "mrtr: give a server URL or --stdio 'CMD'\n"),
+    (["call"], "mrtr: give the server URL (http://HOST:PORT/PATH) or --stdio 'CMD'\n"),
     (["call", "http://127.0.0.1:9/mcp"], "mrtr: usage: mrtr call TARGET TOOL [key=value ...]\n"),
     (["call", "http://127.0.0.1:9/mcp", "add", "oops"], "mrtr: expected key=value, got 'oops'\n"),
     (["tools", "http://127.0.0.1:9/mcp", "--header", "no-colon"],
@@ -259,7 +259,7 @@ def test_argparse_errors_exit_2() -> None:
 
 def test_an_unreachable_server_exits_1() -> None:
     out = cli("tools", f"http://127.0.0.1:{free_port()}/mcp")
-    assert out.returncode == 1 and out.stderr.startswith("mrtr: HTTP request to http://127.0.0.1")
+    assert out.returncode == 1 and out.stderr.startswith("mrtr: cannot connect to http://127.0.0.1")
 
 
 def test_sampler_answers_sampling(target: list[str]) -> None:

@@ -300,10 +300,13 @@ class TerminalSampler:
 
     async def _run(self, prompt: str) -> str:
         assert self.command is not None
-        proc = await asyncio.create_subprocess_exec(
-            *shlex.split(self.command), stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *shlex.split(self.command), stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
+        except OSError as exc:
+            raise InputRefused(f"cannot run the sampler {self.command!r}: {exc}") from None
         try:
             out, _ = await proc.communicate(prompt.encode("utf-8"))
         except asyncio.CancelledError:  # the call's deadline: the sampler must not outlive it
