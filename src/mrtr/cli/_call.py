@@ -11,11 +11,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import msgspec
+from msgspec.structs import replace
 
 from mrtr.client import Client, ClientError, Handlers, TransportError
 from mrtr.client._client import DEFAULT_TIMEOUT
 from mrtr.errors import MethodNotFound, ProtocolError
-from mrtr.protocol import UNSET, Root
+from mrtr.protocol import UNSET, CallToolResult, Root
 from mrtr.transports._http_client import HTTPTransport
 from mrtr.transports._stdio_client import TAIL, ServerExited, StdioTransport
 
@@ -135,11 +136,16 @@ async def _main(command: Command, args: argparse.Namespace) -> int:
             result = await command(client, args, items)
     except (ValueError, ProtocolError, ClientError, TransportError, TimeoutError) as exc:
         return _report(exc, console, as_json=args.json)
-    if args.json:
-        print(_json(result))
-    else:
-        print(render(result))
-    return 1 if getattr(result, "is_error", UNSET) is True else 0
+    failed = getattr(result, "is_error", UNSET) is True
+    refused = getattr(client.handlers.elicitation, "refused", None)
+    if failed and refused is not None and isinstance(result, CallToolResult):
+        # The tool stopped because the user said no: a choice, not a tool failure.
+        print(_json(result) if args.json else render(replace(result, is_error=UNSET)))
+        verb = "declined" if refused == "decline" else "cancelled"
+        console.write(f"mrtr: you {verb} a question, so the tool stopped")
+        return 3
+    print(_json(result) if args.json else render(result))
+    return 1 if failed else 0
 
 
 def _report(exc: Failure, console: StdConsole, *, as_json: bool) -> int:
