@@ -69,3 +69,17 @@ def test_text_parameters_keep_the_text_typed_issue19(target: list[str]) -> None:
     assert (out.returncode, out.stdout) == (1, "Tool error: failed: 007\n")
     out = cli("call", *target, "add", "a=2", "b=40")  # integers stay integers
     assert (out.returncode, out.stdout) == (0, "42\n")
+
+
+def test_each_command_has_its_own_help_with_examples_issue19() -> None:
+    tools = cli("tools", "--help")
+    assert tools.returncode == 0
+    assert tools.stdout.startswith("usage: mrtr tools URL [options]\n"
+                                   "       mrtr tools --stdio CMD [options]\n")
+    assert "  mrtr tools http://127.0.0.1:8000/mcp --json\n" in tools.stdout
+    for option in ("--sampler", "--root", "--max-rounds"):  # no questions in a listing
+        assert option not in tools.stdout
+    call = cli("call", "--help")
+    assert call.stdout.startswith("usage: mrtr call URL TOOL [key=value ...] [options]\n")
+    assert "--sampler CMD" in call.stdout and "team=null" in call.stdout
+    assert "3 you declined a question" in call.stdout

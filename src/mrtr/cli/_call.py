@@ -9,6 +9,7 @@ import argparse
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 from msgspec.structs import replace
@@ -81,38 +82,74 @@ async def _listed(listing: Awaitable[Sequence[object]]) -> list[object]:
         return []
 
 
-_COMMANDS: dict[str, tuple[Command, str]] = {
-    "call": (_call, "call a tool, answering its questions in the terminal"),
-    "tools": (_tools, "list the tools"),
-    "prompts": (_prompts, "list the prompts"),
-    "resources": (_resources, "list the resources and resource templates"),
-    "read": (_read, "read a resource"),
-    "prompt": (_prompt, "get a prompt"),
+class _Spec(NamedTuple):
+    run: Command
+    summary: str
+    arguments: str  # after the target, in the usage line
+    example: str  # after `mrtr NAME http://127.0.0.1:8000/mcp`
+    rounds: bool  # may ask questions (MRTR): --max-rounds, --sampler, --root apply
+
+
+_COMMANDS: dict[str, _Spec] = {
+    "call": _Spec(_call, "call a tool, answering its questions in the terminal",
+                  "TOOL [key=value ...]", "book_return order_id=A-1001", True),
+    "tools": _Spec(_tools, "list the tools", "", "--json", False),
+    "prompts": _Spec(_prompts, "list the prompts", "", "", False),
+    "resources": _Spec(_resources, "list the resources and resource templates", "", "", False),
+    "read": _Spec(_read, "read a resource", "URI", "brightgrid://policy", True),
+    "prompt": _Spec(_prompt, "get a prompt", "NAME [key=value ...]", "welcome name=Ann", True),
 }
+_EPILOG = """examples:
+  mrtr {name} http://127.0.0.1:8000/mcp {example}
+  mrtr {name} --stdio 'python -m mrtr serve app:app --stdio' {example}
+{values}
+exit status: 0 a result, 1 a failure (tool error, server error, timeout), 2 a usage error{declined}
+"""
+_VALUES = """
+values are JSON when they parse (n=3, ok=true), else text (team=red); a parameter typed as
+text keeps what you typed (code=0123, team=null); quote to force text: code='"123"'
+"""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the client subcommands to the `mrtr` parser (each sets `run`)."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("items", nargs="*", metavar="TARGET ...",
-                        help="the server URL (omit with --stdio), then the command's arguments")
-    common.add_argument("--stdio", metavar="CMD", help="run the server as a subprocess")
-    common.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
-                        help="extra HTTP header (repeatable)")
-    common.add_argument("--json", action="store_true", help="print raw JSON results")
-    common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                        help="deadline for the whole call, answers included "
-                             f"(default {DEFAULT_TIMEOUT:g}; 0 for none)")
-    common.add_argument("--max-rounds", type=int, default=10, help="MRTR round cap (default 10)")
-    common.add_argument("--sampler", metavar="CMD",
-                        help="answer sampling by piping the prompt to CMD (else you type it)")
-    common.add_argument("--root", action="append", default=[], metavar="PATH",
-                        help="expose PATH as a root (repeatable)")
-    common.add_argument("--server-log", action="store_true",
-                        help="show the --stdio server's stderr")
-    for name, (command, summary) in _COMMANDS.items():
-        sub = subparsers.add_parser(name, parents=[common], help=summary, description=summary)
-        sub.set_defaults(run=_runner(command))
+    for name, spec in _COMMANDS.items():
+        args = f" {spec.arguments}" if spec.arguments else ""
+        sub = subparsers.add_parser(
+            name, help=spec.summary, description=spec.summary,
+            usage=f"mrtr {name} URL{args} [options]\n       mrtr {name} --stdio CMD{args} "
+                  "[options]",
+            epilog=_EPILOG.format(
+                name=name, example=spec.example, values=_VALUES if name == "call" else "",
+                declined=", 3 you declined a question" if spec.rounds else ""),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        _options(sub, rounds=spec.rounds)
+        sub.set_defaults(run=_runner(spec.run))
+
+
+def _options(sub: argparse.ArgumentParser, *, rounds: bool) -> None:
+    sub.add_argument("items", nargs="*", metavar="ARG",
+                     help="the server URL (none with --stdio), then the command's arguments")
+    sub.add_argument("--stdio", metavar="CMD", help="run the server as a subprocess")
+    sub.add_argument("--server-log", action="store_true",
+                     help="show the --stdio server's stderr as it runs (else only its last "
+                          "lines, if it exits)")
+    sub.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
+                     help="extra HTTP header (repeatable)")
+    sub.add_argument("--json", action="store_true", help="print raw JSON (errors too)")
+    sub.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                     help="deadline for the whole command, answers included "
+                          f"(default {DEFAULT_TIMEOUT:g}; 0 for none)")
+    if not rounds:
+        sub.set_defaults(max_rounds=10, sampler=None, root=[])
+        return
+    sub.add_argument("--max-rounds", type=int, default=10, metavar="N",
+                     help="MRTR round cap (default 10)")
+    sub.add_argument("--sampler", metavar="CMD",
+                     help="answer sampling by piping the prompt to CMD (else you type it)")
+    sub.add_argument("--root", action="append", default=[], metavar="PATH",
+                     help="expose PATH as a root (repeatable)")
 
 
 def _runner(command: Command) -> Callable[[argparse.Namespace], int]:
