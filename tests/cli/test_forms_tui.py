@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+
+import pytest
 
 from mrtr.cli._forms_tui import TerminalForms, TerminalSampler
+from mrtr.client import InputRefused
 from mrtr.protocol import (
     CreateMessageRequestParams,
     ElicitRequestFormParams,
@@ -121,3 +125,11 @@ def test_a_single_field_form_has_no_review_step_issue19() -> None:
     console = Script("Ann")
     assert asyncio.run(TerminalForms(console)(params)).content == {"name": "Ann"}
     assert not any("Send?" in line for line in console.out)
+
+
+def test_a_sampler_that_cannot_start_refuses_the_input_issue19(tmp_path: Path) -> None:
+    params = CreateMessageRequestParams(max_tokens=5, messages=[
+        SamplingMessage(role="user", content=TextContent(text="hi"))])
+    missing = str(tmp_path / "nosuchllm")
+    with pytest.raises(InputRefused, match="cannot run the sampler"):
+        asyncio.run(TerminalSampler(Script(), command=missing)(params))
