@@ -38,7 +38,7 @@ async def _call(client: Client, args: argparse.Namespace, rest: list[str]) -> ob
     parse_arguments(rest[1:])  # usage errors before anything is sent
     try:
         tools = await client.list_tools()
-    except MethodNotFound:
+    except ProtocolError:  # no list, no schema: the values are read as JSON when they parse
         tools = []
     schema = next((t.input_schema for t in tools if t.name == rest[0]), None)
     return await client.call_tool(rest[0], parse_arguments(rest[1:], schema=schema))
