@@ -121,7 +121,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                   "[options]",
             epilog=_EPILOG.format(
                 name=name, example=spec.example, values=_VALUES if name == "call" else "",
-                declined=", 3 you declined a question" if spec.rounds else ""),
+                declined=", 3 you declined a question" if name == "call" else ""),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         _options(sub, rounds=spec.rounds)
