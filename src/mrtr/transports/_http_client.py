@@ -98,7 +98,7 @@ class HTTPTransport:
                     return body
                 raise TransportError(
                     f"HTTP {reply.status_code} from {self.url}: not an MCP reply "
-                    f"({kind or 'no content type'})"
+                    f"({kind or 'no content type'})" + _excerpt(body)
                 )
         except httpx.ConnectError as exc:
             raise TransportError(f"cannot connect to {self.url}: {_reason(exc)}") from exc
@@ -109,6 +109,14 @@ class HTTPTransport:
         """Close the httpx client if this transport created it."""
         if self._owned:
             await self._client.aclose()
+
+
+def _excerpt(body: bytes, limit: int = 200) -> str:
+    """`: <the body's first characters>` on one line (it often says why), or "" when empty."""
+    text = " ".join(body[: limit * 4].decode("utf-8", "replace").split())
+    if not text:
+        return ""
+    return ": " + (text if len(text) <= limit else text[:limit] + "...")
 
 
 def _reason(exc: BaseException) -> str:
