@@ -112,6 +112,20 @@ class MissingRequiredClientCapability(ProtocolError):
         self.required: dict[str, object] = dict(required or {})
         super().__init__(message, data={"requiredCapabilities": self.required})
 
+    def __str__(self) -> str:
+        needed = ", ".join(_paths(self.required))
+        return f"{self.message} (needs {needed})" if needed else self.message
+
+
+def _paths(tree: dict[str, object], prefix: str = "") -> list[str]:
+    """Dotted paths to the leaves of a capability object: {"a": {"b": {}}} -> ["a.b"]."""
+    paths: list[str] = []
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        inner = value if isinstance(value, dict) else {}
+        paths += _paths(inner, f"{path}.") if inner else [path]
+    return paths
+
 
 class UnsupportedProtocolVersion(ProtocolError):
     code = -32022
