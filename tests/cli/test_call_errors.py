@@ -65,10 +65,11 @@ def test_connection_refused_says_so_issue19() -> None:
 
 
 def test_a_host_refusal_shows_the_servers_advice_issue19(http_url: str) -> None:  # noqa: F811
-    out = cli("tools", http_url, "--header", "Host: 0.0.0.0")
+    out = cli("tools", http_url, "--header", "Host: mcp.example.com")
     assert (out.returncode, out.stdout) == (1, "")
-    assert out.stderr == ("mrtr: server error -32600: Forbidden: Host '0.0.0.0' not allowed; "
-                          "start mrtr serve with --allow-host 0.0.0.0 (McpApp: allowed_hosts)\n")
+    assert out.stderr == ("mrtr: server error -32600: Forbidden: Host 'mcp.example.com' not "
+                          "allowed; start mrtr serve with --allow-host mcp.example.com "
+                          "(McpApp: allowed_hosts)\n")
 
 
 def test_server_errors_are_json_on_stdout_with_json_issue19(http_url: str) -> None:  # noqa: F811
