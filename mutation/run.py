@@ -240,6 +240,11 @@ def record(outcome: Outcome, baseline: dict[str, dict[str, object]], sample: str
     baseline[outcome.module.path] = entry
 
 
+def load_baseline(path: Path = BASELINE) -> dict[str, dict[str, object]]:
+    """Return baseline.toml as {module path: entry}, empty when there is none yet."""
+    return tomllib.loads(path.read_text("utf-8")) if path.is_file() else {}
+
+
 def write_baseline(baseline: dict[str, dict[str, object]], path: Path = BASELINE) -> None:
     """Write baseline.toml: one table per module, survivors as name = explanation."""
     out = ["# Surviving mutants of the security core, each explained. Written by",
@@ -275,17 +280,16 @@ def main(argv: list[str] | None = None) -> int:
     modules = [m for m in load_scope() if not args.module or any(s in m.path for s in args.module)]
     if not modules:
         raise SystemExit(f"no scope entry matches {args.module}; see {SCOPE}")
-    baseline = tomllib.loads(BASELINE.read_text("utf-8")) if BASELINE.is_file() else {}
     unexplained = []
     for module in modules:
         outcome = run_module(module, args)
+        baseline = load_baseline()  # again: explanations may have been edited meanwhile
         unexplained += report(outcome, baseline)
         if args.record:
             label = "all" if args.sample is None else f"sample {args.sample} seed {args.seed}"
             record(outcome, baseline, label)
-    if args.record:
-        write_baseline(baseline)
-        print(f"recorded in {BASELINE.relative_to(ROOT)}")
+            write_baseline(baseline)
+            print(f"  recorded in {BASELINE.relative_to(ROOT)}")
     if args.check and unexplained:
         print(f"{len(unexplained)} surviving mutant(s) not explained in {BASELINE.name}")
         return 1
