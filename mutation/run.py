@@ -6,10 +6,11 @@ them in (or check them against) mutation/baseline.toml. Usage: docs/testing.md.
 """
 
 # Design:
-# - One mutmut run per module, each in its own stage directory holding a copy of src/, tests/ and a
-#   pyproject.toml whose [tool.mutmut] table is generated here. mutmut reads its config from the
-#   working directory only, so this is how each module gets its own test selection; the stage also
-#   keeps mutmut's result cache, so a run stopped by the time bound resumes where it stopped.
+# - One mutmut run per module, each in its own stage directory holding a copy of src/, tests/,
+#   examples/ and a pyproject.toml whose [tool.mutmut] table is generated here. mutmut reads its
+#   config from the working directory only, so this is how each module gets its own test
+#   selection; the stage also keeps mutmut's result cache, so a run stopped by the time bound
+#   resumes where it stopped. The stage has no ../shared beside it: tests needing it skip.
 # - Only mutmut's command line is used (run, show) plus its `.meta` result files, which are JSON.
 #   Sampling needs the mutant names first: `mutmut run <a name that matches nothing>` generates
 #   the mutants and the test stats, then stops; the names are read from the `.meta` file.
@@ -38,6 +39,7 @@ SCOPE = ROOT / "mutation" / "scope.toml"
 BASELINE = ROOT / "mutation" / "baseline.toml"
 STAGES = ROOT / "build" / "mutation"
 PLUGIN_DIR = ROOT / "mutation" / "plugin"
+COPIED = ("src", "tests", "examples")  # what the tests need; mutmut copies them on into mutants/
 NO_MATCH = "mrtr-generate-only"  # a mutant-name filter that matches nothing (see Design)
 TODO = "TODO: explain (equivalent mutant, or the test that now kills it)"
 
@@ -128,6 +130,7 @@ def stage_pyproject(module: Module, base: dict[str, object]) -> str:
     config.update(
         pytest_add_cli_args=[*plugin, *base.get("pytest_add_cli_args", [])],  # type: ignore[misc]
         source_paths=["src"],
+        also_copy=["examples"],
         only_mutate=[module.path],
         pytest_add_cli_args_test_selection=list(module.tests),
     )
@@ -141,7 +144,7 @@ def prepare(module: Module, fresh: bool) -> Path:
     if fresh and stage.exists():
         shutil.rmtree(stage)
     stage.mkdir(parents=True, exist_ok=True)
-    for name in ("src", "tests"):
+    for name in COPIED:
         shutil.rmtree(stage / name, ignore_errors=True)
         shutil.copytree(ROOT / name, stage / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -212,24 +215,28 @@ def report(outcome: Outcome, baseline: dict[str, dict[str, object]]) -> list[str
     return new
 
 
-def git_commit() -> str:
-    """The commit measured: short hash, with "+dirty" when src/ or tests/ differ from it."""
+def git_commit(module: Module) -> str:
+    """The commit measured: short hash, "+dirty" when the module or its tests differ from it."""
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                           capture_output=True, text=True, check=False).stdout.strip()
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src", "tests"],
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", module.path, *module.tests],
                            cwd=ROOT, check=False).returncode
     return head + ("+dirty" if dirty else "")
 
 
 def record(outcome: Outcome, baseline: dict[str, dict[str, object]], sample: str) -> None:
     """Store `outcome` as the module's baseline, keeping the explanations of known survivors."""
-    old = baseline.get(outcome.module.path, {}).get("survivors", {})
+    previous = baseline.get(outcome.module.path, {})
+    old = previous.get("survivors", {})
     assert isinstance(old, dict)
     version = subprocess.run([sys.executable, "-c", "import importlib.metadata as m;"
                               "print(m.version('mutmut'))"],
                              capture_output=True, text=True, check=False).stdout.strip()
     entry: dict[str, object] = {
-        "commit": git_commit(),
+        # "done" once every survivor is explained (tests/mutation enforces it), else "pending"
+        "review": previous.get("review", "pending"),
+        **({"note": previous["note"]} if "note" in previous else {}),
+        "commit": git_commit(outcome.module),
         "measured": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "mutmut": version,
         "selection": sample,

@@ -81,9 +81,12 @@ def test_stage_config_replaces_the_mutmut_table() -> None:
 
 
 @pytest.mark.skipif(not BASELINE.is_file(), reason="no baseline recorded yet")
-def test_every_recorded_survivor_is_explained() -> None:
+def test_every_survivor_of_a_reviewed_module_is_explained() -> None:
     for module, entry in tomllib.loads(BASELINE.read_text("utf-8")).items():
         survivors = entry["survivors"]
         assert entry["survived"] == len(survivors), module
+        assert entry["review"] in ("done", "pending"), module
+        if entry["review"] == "pending":
+            continue
         unexplained = [name for name, why in survivors.items() if why == TODO or not why]
         assert not unexplained, f"{module}: explain these in mutation/baseline.toml"
