@@ -208,7 +208,8 @@ def report(outcome: Outcome, baseline: dict[str, dict[str, object]]) -> list[str
     new = []
     for name in outcome.survivors():
         why = known.get(name)
-        print(f"  survived {name}: {why or 'NOT IN BASELINE'}")
+        shown = "recorded, not yet explained" if why == TODO else why or "NOT IN BASELINE"
+        print(f"  survived {name}: {shown}")
         if why is None:
             new.append(name)
             print("    " + outcome.diffs.get(name, "").strip().replace("\n", "\n    "))

@@ -12,8 +12,10 @@ from mutation.run import (
     ROOT,
     TODO,
     Module,
+    Outcome,
     function_of,
     load_scope,
+    report,
     select,
     stage_pyproject,
     write_baseline,
@@ -90,3 +92,20 @@ def test_every_survivor_of_a_reviewed_module_is_explained() -> None:
             continue
         unexplained = [name for name, why in survivors.items() if why == TODO or not why]
         assert not unexplained, f"{module}: explain these in mutation/baseline.toml"
+
+
+def test_check_reports_only_survivors_missing_from_the_baseline(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    module = Module("src/mrtr/server/_sealing.py", ("tests/server/test_sealing.py",))
+    known, pending, new, killed = NAMES[:4]
+    outcome = Outcome(module, {known: "survived", pending: "survived", new: "survived",
+                               killed: "killed"}, {new: "--- diff of the new survivor"})
+    baseline: dict[str, dict[str, object]] = {
+        module.path: {"survivors": {known: "equivalent: why", pending: TODO}}
+    }
+    assert report(outcome, baseline) == [new]
+    out = capsys.readouterr().out
+    assert "killed 1, survived 3, timeout 0" in out
+    assert "equivalent: why" in out and "recorded, not yet explained" in out
+    assert f"{new}: NOT IN BASELINE" in out and "diff of the new survivor" in out
