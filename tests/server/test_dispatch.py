@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import msgspec
 import pytest
 
-from mrtr import Context, Header, Server
+from mrtr import Context, Declined, Header, Server
 from mrtr.errors import HeaderMismatch, InvalidParams, InvalidRequestState, ParseError
 from mrtr.protocol import (
     PROTOCOL_VERSION,
@@ -71,6 +71,11 @@ async def complete_many(ctx: Context, argument: str, value: str,
 @app.completion(prompt="boom")
 async def complete_boom(argument: str, value: str, context: dict[str, str]) -> list[str]:
     raise RuntimeError("secret")
+
+
+@app.completion(prompt="declines")
+async def complete_declines(argument: str, value: str, context: dict[str, str]) -> list[str]:
+    raise Declined("decline", "Share your history?")
 
 
 @app.completion(prompt="asks")
@@ -287,6 +292,14 @@ def test_completion_that_asks_is_an_internal_error_not_a_crash(client: WireClien
     reply = client.send("completion/complete", {
         "ref": {"type": "ref/prompt", "name": "asks"}, "argument": {"name": "a", "value": ""}})
     assert reply["error"] == {"code": -32603, "message": "Internal error"}
+
+
+def test_a_decline_in_any_method_is_invalid_params_issue_11(client: WireClient) -> None:
+    # As in prompts and resources (docs/server.md "Errors"): the user's refusal, not a server bug.
+    reply = client.send("completion/complete", {
+        "ref": {"type": "ref/prompt", "name": "declines"}, "argument": {"name": "a", "value": ""}})
+    assert reply["error"] == {"code": -32602,
+                              "message": "The user declined the request: Share your history?"}
 
 
 def test_completion_for_unknown_ref_is_empty(client: WireClient) -> None:

@@ -70,6 +70,17 @@ async def notes(ctx: Context, day: str) -> str:
     return f"{day}: {topic.topic}"
 
 
+@app.tool()
+async def choose(ctx: Context) -> str:
+    topic = await ctx.elicit("Topic?", Topic, key="topic")
+    return topic.topic
+
+
+@app.prompt()
+async def told_off() -> str:
+    raise ToolError("a tool's message, in a prompt")
+
+
 @app.resource("mem://broken")
 def broken_resource() -> str:
     raise OSError(SECRET)
@@ -165,6 +176,27 @@ def test_unknown_prompt(client: WireClient) -> None:
 def test_prompt_decline_is_invalid_params(client: WireClient) -> None:
     flow = client.get_prompt("brief", {"audience": "ops"}, answers={"topic": {"action": "decline"}})
     assert flow.replies[-1]["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+def test_a_decline_reads_the_same_in_tools_prompts_and_resources(
+    client: WireClient, action: str
+) -> None:
+    # docs/server.md "Errors: what the client sees": the same text, as isError in a tool and as
+    # -32602 where there is no isError (never -32603: the server did not fail).
+    answers = {"topic": {"action": action}}
+    tool = client.call_tool("choose", answers=answers)
+    prompt = client.get_prompt("brief", {"audience": "ops"}, answers=answers).replies[-1]
+    resource = client.read_resource("mem://notes/monday", answers=answers).replies[-1]
+    verb = {"decline": "declined", "cancel": "cancelled"}[action]
+    text = f"The user {verb} the request: Topic?"
+    assert tool.result["isError"] is True and tool.text == text
+    assert prompt["error"] == resource["error"] == {"code": -32602, "message": text}
+
+
+def test_a_tool_error_outside_a_tool_is_a_frozen_internal_error(client: WireClient) -> None:
+    reply = client.send("prompts/get", {"name": "told_off"})
+    assert reply["error"] == {"code": -32603, "message": "Internal error"}
 
 
 def test_resource_template_asks_like_a_tool(client: WireClient) -> None:

@@ -158,7 +158,7 @@ class Dispatcher:
         try:
             return Reply(request.id, error=error)
         except (TypeError, ValueError) as bad:  # a handler's ProtocolError JSON cannot carry
-            self.log.error("%s: cannot encode %r: %s", _describe(request), error, bad)
+            self.log.error("%s: cannot encode %r", _describe(request), error, exc_info=bad)
             return Reply(request.id, error=InternalError())
 
     async def handle_bytes(
