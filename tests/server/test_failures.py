@@ -6,6 +6,8 @@ The table below is the one in docs/server.md ("Errors: what the client sees").
 from __future__ import annotations
 
 import logging
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,3 +84,12 @@ def test_refusals_are_not_logged_as_server_errors(
         tool_failure(exc, "t", LOG)
         wire_error(exc, "request 1 (x)", LOG)
     assert [r.levelno for r in caplog.records] == [logging.INFO, logging.INFO]
+
+
+def test_docs_example_of_errors_runs() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "server.md"
+    section = docs.read_text().split("## Errors: what the client sees", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    ns: dict[str, Any] = {"__name__": "docs_errors"}
+    exec(compile(code, str(docs), "exec", dont_inherit=True), ns)  # its asserts are the test
+    assert ns["prompt"].rounds == 2
