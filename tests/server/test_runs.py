@@ -264,3 +264,27 @@ def test_server_info_in_every_result(client: WireClient) -> None:
     ]
     for reply in replies:
         assert reply["result"]["_meta"]["io.modelcontextprotocol/serverInfo"] == info
+
+
+@app.tool()
+async def two_topics(ctx: Context) -> str:
+    first = await ctx.elicit("First topic?", Topic, key="first")
+    second = await ctx.elicit("Second topic?", Topic, key="second")
+    return f"{first.topic} then {second.topic}"
+
+
+def test_fields_a_form_ignores_never_reach_the_next_state_issue_11(client: WireClient) -> None:
+    # Item 4: the journal keeps the validated answer, so junk beside it cannot bloat the state
+    # carried to the next round (which used to end in -32603 / HTTP 500 once too large).
+    first = client.request("tools/call", {"name": "two_topics", "arguments": {}})
+    junk = {"action": "accept", "content": {"topic": "DNS", "junk": "x" * 300_000}}
+    second = client.request("tools/call", {"name": "two_topics", "arguments": {},
+                                           "requestState": first["requestState"],
+                                           "inputResponses": {"first": junk}})
+    assert list(second["inputRequests"]) == ["second"]
+    assert len(second["requestState"]) < 2 * len(first["requestState"]) + 200
+    third = client.request("tools/call", {"name": "two_topics", "arguments": {},
+                                          "requestState": second["requestState"],
+                                          "inputResponses": {"second": {
+                                              "action": "accept", "content": {"topic": "TLS"}}}})
+    assert third["content"][0]["text"] == "DNS then TLS"
