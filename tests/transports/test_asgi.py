@@ -519,3 +519,15 @@ def test_a_streamed_reply_json_cannot_carry_ends_with_an_internal_error_issue_11
     assert [m.get("method") for m in messages] == ["notifications/progress"] * 2 + [None]
     assert messages[-1] == {"jsonrpc": "2.0", "id": 22,
                             "error": {"code": -32603, "message": "Internal error"}}
+
+
+class _BrokenDispatcher(Dispatcher):
+    async def handle(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug in a dispatcher")
+
+
+def test_a_dispatcher_that_raises_still_answers_with_the_id_issue_11() -> None:
+    response = post_sync(call("fast", id=23), McpApp(_BrokenDispatcher(apps.app)))
+    assert response.status_code == 500
+    assert response.json() == {"jsonrpc": "2.0", "id": 23,
+                               "error": {"code": -32603, "message": "Internal error"}}
