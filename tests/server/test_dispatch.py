@@ -434,12 +434,10 @@ def test_a_reply_json_cannot_carry_is_a_frozen_internal_error_issue_11(
 
 
 def test_a_reply_json_cannot_carry_is_http_500_issue_11() -> None:
-    async def handle() -> Reply:
-        dispatcher = Dispatcher(unsendable)
-        request = message(WireClient(unsendable), "prompts/get", {"name": "complex_text"}, rid=9)
-        return await dispatcher.handle(dispatcher.receive(request), Peer())
-
-    reply = asyncio.run(handle())
+    dispatcher = Dispatcher(unsendable)
+    with WireClient(unsendable) as client:
+        request = message(client, "prompts/get", {"name": "complex_text"}, rid=9)
+    reply = asyncio.run(dispatcher.handle(dispatcher.receive(request), Peer()))
     assert reply.http_status == 500 and reply.request_id == 9
     assert decoded(reply) == {"jsonrpc": "2.0", "id": 9,
                               "error": {"code": -32603, "message": "Internal error"}}
