@@ -6,6 +6,7 @@ code, so `except mrtr.errors.InvalidParams` works on both sides of the wire.
 
 # Design: `http_status` is a class attribute (like h11's error_status_hint) so the transport never
 # decides a status code itself. Tool failures are results (`isError: true`), never these errors.
+# On the server, mrtr.server._failures is the one place that turns a handler's exception into one.
 from __future__ import annotations
 
 from typing import ClassVar

@@ -11,6 +11,7 @@ import msgspec
 import pytest
 from msgspec import Meta
 
+from mrtr.protocol import tool_header_map
 from mrtr.server._schema import (
     ArgumentsInvalid,
     AskIfMissing,
@@ -108,7 +109,7 @@ def test_signature_metadata() -> None:
     assert isinstance(SIG, ToolSignature)
     assert SIG.param_names == ("order_id", "region", "count", "note", "mode", "address", "tags",
                                "boxes", "day")
-    assert SIG.headers == {"region": "Region"}
+    assert tool_header_map(SIG.input_schema) == {"region": "Region"}  # the registry reads this
     assert SIG.ask_if_missing == {
         "boxes": ("How many boxes?",
                   {"type": "integer", "title": "Boxes", "minimum": 1, "maximum": 5}),

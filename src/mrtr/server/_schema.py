@@ -61,7 +61,6 @@ class ToolSignature:
     input_schema: dict[str, object]
     args_type: type[msgspec.Struct]
     param_names: tuple[str, ...]
-    headers: Mapping[str, str]  # parameter → x-mcp-header name
     ask_if_missing: Mapping[str, tuple[str, dict[str, object]]]  # param → (message, property)
 
 
@@ -164,7 +163,7 @@ def signature_schema(fn: Callable[..., object], *, skip: Collection[str]) -> Too
                                  "required": body.get("required", [])}
     if "$defs" in body:
         schema["$defs"] = body["$defs"]
-    return ToolSignature(schema, args_type, tuple(f[0] for f in fields), headers, asks)
+    return ToolSignature(schema, args_type, tuple(f[0] for f in fields), asks)
 
 
 def _ask(p: inspect.Parameter, annotation: object,
