@@ -64,7 +64,16 @@ def research(client: TestClient, ns: dict[str, Any]) -> None:
     assert set(bare.asked(1)) == {"summary"} and bare.text.endswith("Workspace: no roots")
 
 
+def asgi_app(client: TestClient, ns: dict[str, Any]) -> None:
+    # The deployment itself (uvicorn, keys, tokens) runs in tests/test_docs.py.
+    client.principal = "user:ann"
+    assert client.call_tool("whoami").text == "You are user:ann."
+    assert client.call_tool("close_account", answers={"sure": True}).text == (
+        "Account of user:ann closed.")
+
+
 SCENARIOS: dict[str, Callable[[TestClient, dict[str, Any]], None]] = {
+    "asgi_app.py": asgi_app,
     "bookings.py": bookings,
     "provision.py": provision,
     "research.py": research,

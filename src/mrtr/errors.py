@@ -6,6 +6,7 @@ code, so `except mrtr.errors.InvalidParams` works on both sides of the wire.
 
 # Design: `http_status` is a class attribute (like h11's error_status_hint) so the transport never
 # decides a status code itself. Tool failures are results (`isError: true`), never these errors.
+# On the server, mrtr.server._failures is the one place that turns a handler's exception into one.
 from __future__ import annotations
 
 from typing import ClassVar
@@ -111,6 +112,20 @@ class MissingRequiredClientCapability(ProtocolError):
     ) -> None:
         self.required: dict[str, object] = dict(required or {})
         super().__init__(message, data={"requiredCapabilities": self.required})
+
+    def __str__(self) -> str:
+        needed = ", ".join(_paths(self.required))
+        return f"{self.message} (needs {needed})" if needed else self.message
+
+
+def _paths(tree: dict[str, object], prefix: str = "") -> list[str]:
+    """Dotted paths to the leaves of a capability object: {"a": {"b": {}}} -> ["a.b"]."""
+    paths: list[str] = []
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        inner = value if isinstance(value, dict) else {}
+        paths += _paths(inner, f"{path}.") if inner else [path]
+    return paths
 
 
 class UnsupportedProtocolVersion(ProtocolError):

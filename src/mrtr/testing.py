@@ -96,7 +96,12 @@ class Flow:
 
 
 class TestClient:
-    """Drive an mrtr Server in process: `TestClient(app).call_tool(name, args, answers={...})`."""
+    """Drive an mrtr Server in process: `TestClient(app).call_tool(name, args, answers={...})`.
+
+    Declares EVERY client capability (ALL_CAPABILITIES) unless `capabilities=` is given, unlike
+    a real Client, which declares only what it can answer: pass `capabilities={}` (or a part)
+    to test how the server treats a client that cannot answer.
+    """
 
     __test__ = False  # not a pytest test class
 

@@ -139,7 +139,7 @@ def fill_return_form(child: pexpect.spawn) -> None:
     child.expect("choose one of")
     child.expect(r"reason \(choice\): ")
     child.sendline("1")
-    child.expect(r"boxes \(integer\): ")
+    child.expect(r"boxes \(integer, 1 to 5\): ")  # its range, before the first answer
     child.sendline("9")                       # above the maximum: re-prompted
     child.expect("must be at most 5")
     child.sendline("2")
@@ -169,6 +169,28 @@ def test_call_declined_confirmation() -> None:
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_declining_a_form_the_tool_needs_is_not_a_tool_error_issue19() -> None:
+    child = spawn("call", "--stdio", SERVER, "book_return", "order_id=A1")
+    child.expect(r"reason \(choice\): ")
+    child.sendline(":decline")
+    child.expect(pexpect.EOF)
+    child.close()
+    tail = child.before.replace("\r\n", "\n").split("(declined)\n", 1)[1]
+    assert tail == ("The user declined the request: Return details for order A1\n"
+                    "mrtr: you declined a question, so the tool stopped\n")
+    assert child.exitstatus == 3
+
+
+def test_cancelling_by_eof_exits_3_with_the_servers_text_issue19() -> None:
+    out = subprocess.run(mrtr("call", "--stdio", SERVER, "book_return", "order_id=A1"),
+                         cwd=ROOT, capture_output=True, text=True, timeout=30,
+                         stdin=subprocess.DEVNULL)
+    assert out.returncode == 3
+    assert out.stdout == "The user cancelled the request: Return details for order A1\n"
+    assert out.stderr.endswith("  (cancelled)\nmrtr: you cancelled a question, so the tool "
+                               "stopped\n")
 
 
 # -- exit statuses, --json, HTTP targets, --header, --sampler, --root (#20 M10, M10b) ------------
@@ -240,7 +262,7 @@ def test_json_output_and_its_exit_status(target: list[str]) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["call"], "mrtr: give a server URL or --stdio 'CMD'\n"),
+    (["call"], "mrtr: give the server URL (http://HOST:PORT/PATH) or --stdio 'CMD'\n"),
     (["call", "http://127.0.0.1:9/mcp"], "mrtr: usage: mrtr call TARGET TOOL [key=value ...]\n"),
     (["call", "http://127.0.0.1:9/mcp", "add", "oops"], "mrtr: expected key=value, got 'oops'\n"),
     (["tools", "http://127.0.0.1:9/mcp", "--header", "no-colon"],
@@ -259,7 +281,7 @@ def test_argparse_errors_exit_2() -> None:
 
 def test_an_unreachable_server_exits_1() -> None:
     out = cli("tools", f"http://127.0.0.1:{free_port()}/mcp")
-    assert out.returncode == 1 and out.stderr.startswith("mrtr: HTTP request to http://127.0.0.1")
+    assert out.returncode == 1 and out.stderr.startswith("mrtr: cannot connect to http://127.0.0.1")
 
 
 def test_sampler_answers_sampling(target: list[str]) -> None:
@@ -278,7 +300,8 @@ def test_roots_are_exposed(target: list[str], tmp_path: Path) -> None:
 def test_without_roots_the_tool_cannot_ask(target: list[str]) -> None:
     out = cli("call", *target, "list_roots")
     assert (out.returncode, out.stdout) == (1, "")
-    assert out.stderr == "mrtr: server error -32021: Missing required client capability\n"
+    assert out.stderr == (
+        "mrtr: server error -32021: Missing required client capability (needs roots)\n")
 
 
 class Stub:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+
+import pytest
 
 from mrtr.cli._forms_tui import TerminalForms, TerminalSampler
+from mrtr.client import InputRefused
 from mrtr.protocol import (
     CreateMessageRequestParams,
     ElicitRequestFormParams,
@@ -91,3 +95,41 @@ def test_sampling_prompt_is_escaped_on_screen() -> None:
     assert result.content == TextContent(text="ok")
     assert console.out[0] == ("\nThe server asks the model:\n    [system] be\\u202enice\n"
                               "    [user] hi\\x1b[8m\n    secret")
+
+
+def test_fields_show_their_constraints_before_the_first_answer_issue19() -> None:
+    params = ElicitRequestFormParams(message="Limits", requested_schema={
+        "type": "object", "required": ["n", "name", "tags", "x"], "properties": {
+            "n": {"type": "integer", "minimum": 1, "maximum": 5},
+            "name": {"type": "string", "minLength": 2, "maxLength": 20},
+            "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 1},
+            "x": {"type": "number", "exclusiveMinimum": 0},
+            "free": {"type": "integer"}}})
+    console = Script("3", "ann", "a", "0.5", "", "y")
+    assert asyncio.run(TerminalForms(console)(params)).content == {
+        "n": 3, "name": "ann", "tags": ["a"], "x": 0.5}
+    prompts = [line for line in console.out if line.endswith(": ")]
+    assert prompts == [
+        "  n (integer, 1 to 5): ",
+        "  name (string, 2 to 20 characters): ",
+        "  tags (choices, comma-separated, pick at most 1): ",
+        "  x (number, > 0): ",
+        "  free (integer, optional): ",
+    ]
+
+
+def test_a_single_field_form_has_no_review_step_issue19() -> None:
+    # As documented: the review ("Send? [Y/n]") follows forms of two fields or more only.
+    params = ElicitRequestFormParams(message="Name?", requested_schema={
+        "type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}})
+    console = Script("Ann")
+    assert asyncio.run(TerminalForms(console)(params)).content == {"name": "Ann"}
+    assert not any("Send?" in line for line in console.out)
+
+
+def test_a_sampler_that_cannot_start_refuses_the_input_issue19(tmp_path: Path) -> None:
+    params = CreateMessageRequestParams(max_tokens=5, messages=[
+        SamplingMessage(role="user", content=TextContent(text="hi"))])
+    missing = str(tmp_path / "nosuchllm")
+    with pytest.raises(InputRefused, match="cannot run the sampler"):
+        asyncio.run(TerminalSampler(Script(), command=missing)(params))

@@ -11,7 +11,7 @@ import pytest
 
 from mrtr.client import Client, Handlers, TransportError
 from mrtr.protocol import CallToolResult, ElicitRequestParams, ElicitResult, TextContent
-from mrtr.transports._stdio_client import StdioTransport
+from mrtr.transports._stdio_client import TAIL, ServerExited, StdioTransport
 
 MOCK = [sys.executable, str(Path(__file__).with_name("stdio_mock.py"))]
 
@@ -70,3 +70,28 @@ def test_shutdown_kills_a_server_that_ignores_eof() -> None:
         return transport._proc.returncode
 
     assert asyncio.run(go()) == -9
+
+
+@pytest.mark.parametrize("early", [True, False])
+def test_a_server_that_exits_carries_the_end_of_its_stderr_issue19(early: bool) -> None:
+    # early: it exits before the first request is written; else while the request waits.
+    code = ("import sys, time\n" + ("" if early else "sys.stdin.readline()\n")
+            + "sys.stderr.write('a\\n' * 30 + 'Traceback\\nNameError: x')\nsys.exit(4)")
+
+    async def go() -> ServerExited:
+        transport = StdioTransport([sys.executable, "-c", code], stderr=TAIL)
+        if early:
+            await transport._ensure_started()
+            await asyncio.sleep(1.0)
+        try:
+            async with Client(transport, timeout=20) as client:
+                await client.list_tools()
+        except ServerExited as exc:
+            return exc
+        raise AssertionError("no ServerExited")
+
+    exc = asyncio.run(go())
+    assert exc.code == 4 and len(exc.stderr_tail) == 20
+    assert exc.stderr_tail[-2:] == ("Traceback", "NameError: x")
+    assert str(exc).startswith("the server exited with code 4; the end of its stderr:\na\n")
+    assert isinstance(exc, TransportError)

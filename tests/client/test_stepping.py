@@ -8,8 +8,10 @@ import json
 import pytest
 
 from mrtr.client import ClientError, Handlers, InputRefused
+from mrtr.errors import MissingRequiredClientCapability, from_wire
 from mrtr.protocol import (
     CallToolResult,
+    ClientCapabilities,
     CreateMessageRequestParams,
     CreateMessageResult,
     ElicitRequest,
@@ -140,3 +142,30 @@ def test_bad_checkpoint_is_a_client_error() -> None:
 
     with pytest.raises(ClientError, match="invalid checkpoint"):
         asyncio.run(go())
+
+
+def test_a_missing_capability_is_named_in_the_message_issue19() -> None:
+    error = from_wire({"code": -32021, "message": "Missing required client capability",
+                       "data": {"requiredCapabilities": {
+                           "elicitation": {"form": {}, "url": {}}, "sampling": {}}}})
+    assert isinstance(error, MissingRequiredClientCapability)
+    assert str(error) == ("Missing required client capability "
+                          "(needs elicitation.form, elicitation.url, sampling)")
+    assert error.message == "Missing required client capability"  # the wire text is unchanged
+    assert str(from_wire({"code": -32021, "message": "Nope"})) == "Nope"
+
+
+def test_manual_mode_declares_the_capabilities_given_issue19() -> None:
+    app = MockServer(two_rounds)
+
+    async def go() -> None:
+        async with client_for(app) as plain:
+            await plain.start_tool_call("wizard").step()
+        declared = ClientCapabilities(elicitation={"form": {}}, roots={})
+        async with client_for(app, capabilities=declared) as manual:
+            await manual.start_tool_call("wizard").step()
+
+    asyncio.run(go())
+    metas = [b["params"]["_meta"] for b in app.bodies("tools/call")]
+    key = "io.modelcontextprotocol/clientCapabilities"
+    assert metas[0][key] == {} and metas[1][key] == {"elicitation": {"form": {}}, "roots": {}}

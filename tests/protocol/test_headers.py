@@ -233,6 +233,7 @@ def test_name_may_be_base64() -> None:
         ("=?base64?SGVsbG8=", "=?base64?SGVsbG8="),
         ("base64?SGVsbG8=?=", "base64?SGVsbG8=?="),
         ("=?BASE64?SGVsbG8=?=", "=?BASE64?SGVsbG8=?="),
+        ("=?base64?=", "=?base64?="),  # prefix and suffix overlap: too short to be the form
         ("", ""),
     ],
 )
@@ -274,6 +275,7 @@ def test_decode_header_value_rejects(raw: str) -> None:
         ("crlf\r\nline", b64("crlf\r\nline")),
         ("=?base64?abc?=", b64("=?base64?abc?=")),
         ("=?BASE64?abc", b64("=?BASE64?abc")),
+        ("X-ray XL", "X-ray XL"),
         (42, "42"),
         (-7, "-7"),
         (0, "0"),
@@ -420,6 +422,8 @@ INVALID_TOOLS = [
         {**schema(), "anyOf": [{"properties": {"a": prop("string", "A")}}]}, id="in-anyof"
     ),
     pytest.param({**schema(), "x-mcp-header": "Root"}, id="on-root"),
+    pytest.param(schema(a={"type": "array", "items": prop("string", "A")}), id="in-items"),
+    pytest.param({**schema(), "not": prop("string", "A")}, id="in-not"),
 ]
 
 
@@ -484,3 +488,83 @@ def test_check_accepts_what_derive_sends(arguments: dict[str, object], name: str
         arguments=arguments,
         header_map=header_map,
     )
+
+
+# --- pinned by mutation testing (make mutate) -------------------------------------------------
+
+
+def test_tool_header_map_reads_past_plain_and_boolean_properties() -> None:
+    input_schema = schema(first={"type": "string"}, anything=True, last=prop("string", "Last"))
+    assert tool_header_map(input_schema) == {"last": "Last"}
+
+
+@pytest.mark.parametrize(
+    ("input_schema", "message"),
+    [
+        (schema(a=prop("string", "")), "empty header name on property 'a'"),
+        (schema(a=prop("string", "A B")), "header name on property 'a' is not an HTTP token"),
+        (schema(a=prop("number", "A")),
+         "property 'a' must be of type string, integer or boolean"),
+        (schema(a={**prop("integer", "A"), "maximum": 2**53}),
+         "integer property 'a' has bounds outside the safe range"),
+        (schema(a=prop("string", "Dup"), b=prop("string", "dup")),
+         "duplicate header name 'dup' on property 'b'"),
+        ({**schema(), "x-mcp-header": "Root"},
+         "x-mcp-header is only allowed on top-level properties"),
+        (schema(a={"type": "object", "properties": {"b": prop("string", "B")}}),
+         "x-mcp-header is only allowed on top-level properties"),
+    ],
+)
+def test_tool_header_errors_name_the_property(
+    input_schema: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ToolHeaderError) as info:
+        tool_header_map(input_schema)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("a\x00b", "Header value contains invalid characters"),
+        ("=?base64?SGVsbG8?=", "Header value has an invalid base64 encoding"),
+    ],
+)
+def test_decode_header_value_messages(raw: str, message: str) -> None:
+    with pytest.raises(HeaderMismatch) as info:
+        decode_header_value(raw)
+    assert info.value.message == message
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({}, "Mcp-Method header is missing"),
+        ({"Mcp-Method": "tools/c\x00all"}, "Mcp-Method header has an invalid value"),
+        ({"Mcp-Method": "tools/call"}, "Mcp-Name header is missing"),
+        ({"Mcp-Method": "tools/call", "Mcp-Name": "other"},
+         "Mcp-Name header does not match the request body"),
+        ({"Mcp-Method": "tools/call", "Mcp-Name": TOOL},
+         f"Mcp-Param-{SUFFIX} header is missing"),
+    ],
+)
+def test_mismatch_messages_name_the_header(raw: dict[str, str], message: str) -> None:
+    with pytest.raises(HeaderMismatch) as info:
+        check_call(asgi({"MCP-Protocol-Version": PV, **raw}), {"value": "x"})
+    assert info.value.message == message
+
+
+def test_version_and_method_may_carry_ows_but_not_base64() -> None:
+    padded = asgi({"MCP-Protocol-Version": f" {PV}\t", "Mcp-Method": "\ttools/call ",
+                   "Mcp-Name": TOOL, f"Mcp-Param-{SUFFIX}": "x"})
+    check_call(padded, {"value": "x"})
+    for label, value in (("MCP-Protocol-Version", PV), ("Mcp-Method", "tools/call")):
+        encoded = {**padded, label.lower(): b64(value)}
+        with pytest.raises(HeaderMismatch, match=f"{label} header does not match"):
+            check_call(encoded, {"value": "x"})
+
+
+def test_integer_params_may_be_zero_padded_to_64_characters() -> None:
+    check_call(call_headers("0" * 63 + "7"), {"value": 7})
+    with pytest.raises(HeaderMismatch, match="does not match"):
+        check_call(call_headers("0" * 64 + "7"), {"value": 7})

@@ -4,15 +4,22 @@ error translation point (every failure is a reply that echoes the id)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from typing import Annotated, Any
 
 import msgspec
 import pytest
 
-from mrtr import Context, Header, Server
+from mrtr import Context, Declined, Header, Server
 from mrtr.errors import HeaderMismatch, InvalidParams, InvalidRequestState, ParseError
-from mrtr.protocol import PROTOCOL_VERSION, CallToolRequest
+from mrtr.protocol import (
+    PROTOCOL_VERSION,
+    CallToolRequest,
+    PromptMessage,
+    TextContent,
+    TextResourceContents,
+)
 from mrtr.server import CachePolicy, Dispatcher, Peer, Reply, Sealer
 from mrtr.server._peer import NotificationSink
 from mrtr.server._sealing import Binding
@@ -64,6 +71,11 @@ async def complete_many(ctx: Context, argument: str, value: str,
 @app.completion(prompt="boom")
 async def complete_boom(argument: str, value: str, context: dict[str, str]) -> list[str]:
     raise RuntimeError("secret")
+
+
+@app.completion(prompt="declines")
+async def complete_declines(argument: str, value: str, context: dict[str, str]) -> list[str]:
+    raise Declined("decline", "Share your history?")
 
 
 @app.completion(prompt="asks")
@@ -282,6 +294,14 @@ def test_completion_that_asks_is_an_internal_error_not_a_crash(client: WireClien
     assert reply["error"] == {"code": -32603, "message": "Internal error"}
 
 
+def test_a_decline_in_any_method_is_invalid_params_issue_11(client: WireClient) -> None:
+    # As in prompts and resources (docs/server.md "Errors"): the user's refusal, not a server bug.
+    reply = client.send("completion/complete", {
+        "ref": {"type": "ref/prompt", "name": "declines"}, "argument": {"name": "a", "value": ""}})
+    assert reply["error"] == {"code": -32602,
+                              "message": "The user declined the request: Share your history?"}
+
+
 def test_completion_for_unknown_ref_is_empty(client: WireClient) -> None:
     result = client.request("completion/complete", {
         "ref": {"type": "ref/prompt", "name": "other"}, "argument": {"name": "a", "value": ""}})
@@ -354,3 +374,77 @@ def test_without_the_schema_behaviour_still_runs_and_is_reported(
     assert wire.UNCHECKED["tools/call"] == before + 1
     with pytest.raises(pytest.skip.Exception, match=r"\.\./shared is absent"):
         require_schema()
+
+
+# -- replies JSON cannot carry (#11): a -32603 reply, never a crash in the transport -------------
+LONE_SURROGATE = "\ud800"
+unsendable = Server("unsendable", version="1.0.0")
+
+
+@unsendable.prompt()
+async def complex_text() -> PromptMessage:
+    return PromptMessage(role="user", content=TextContent(text=1j))  # type: ignore[arg-type]
+
+
+@unsendable.prompt()
+async def surrogate_text() -> str:
+    return f"half a pair: {LONE_SURROGATE}"
+
+
+@unsendable.resource("mem://surrogate")
+async def surrogate_resource() -> str:
+    return LONE_SURROGATE
+
+
+@unsendable.resource("mem://contents")
+async def contents_resource() -> TextResourceContents:
+    return TextResourceContents(uri="mem://contents", text=object())  # type: ignore[arg-type]
+
+
+@unsendable.completion(prompt="surrogate_text")
+async def complete_surrogate(argument: str, value: str, context: dict[str, str]) -> list[str]:
+    return [LONE_SURROGATE]
+
+
+@unsendable.tool()
+async def bad_error_message() -> str:
+    raise InvalidParams(f"bad {LONE_SURROGATE}")
+
+
+UNSENDABLE_REQUESTS = [
+    ("prompts/get", {"name": "complex_text"}),
+    ("prompts/get", {"name": "surrogate_text"}),
+    ("resources/read", {"uri": "mem://surrogate"}),
+    ("resources/read", {"uri": "mem://contents"}),
+    ("completion/complete", {"ref": {"type": "ref/prompt", "name": "surrogate_text"},
+                             "argument": {"name": "a", "value": ""}}),
+    ("tools/call", {"name": "bad_error_message", "arguments": {}}),
+]
+
+
+@pytest.mark.parametrize(("method", "params"), UNSENDABLE_REQUESTS)
+def test_a_reply_json_cannot_carry_is_a_frozen_internal_error_issue_11(
+    method: str, params: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    with WireClient(unsendable) as client, caplog.at_level(logging.INFO, "mrtr.server"):
+        reply = client.send(method, params)
+    assert reply["error"] == {"code": -32603, "message": "Internal error"}
+    reasons = [r for r in caplog.records if r.levelno == logging.ERROR and r.exc_info]
+    assert reasons, "the reason (TypeError, UnicodeEncodeError) goes to the log"
+
+
+def test_a_reply_json_cannot_carry_is_http_500_issue_11() -> None:
+    dispatcher = Dispatcher(unsendable)
+    with WireClient(unsendable) as client:
+        request = message(client, "prompts/get", {"name": "complex_text"}, rid=9)
+    reply = asyncio.run(dispatcher.handle(dispatcher.receive(request), Peer()))
+    assert reply.http_status == 500 and reply.request_id == 9
+    assert decoded(reply) == {"jsonrpc": "2.0", "id": 9,
+                              "error": {"code": -32603, "message": "Internal error"}}
+
+
+def test_server_text_json_cannot_carry_is_an_internal_error_for_any_method_issue_11() -> None:
+    server = Server("odd", instructions=f"read me {LONE_SURROGATE}")
+    with WireClient(server) as client:
+        reply = client.send("server/discover")
+    assert reply["error"] == {"code": -32603, "message": "Internal error"}

@@ -70,6 +70,17 @@ async def notes(ctx: Context, day: str) -> str:
     return f"{day}: {topic.topic}"
 
 
+@app.tool()
+async def choose(ctx: Context) -> str:
+    topic = await ctx.elicit("Topic?", Topic, key="topic")
+    return topic.topic
+
+
+@app.prompt()
+async def told_off() -> str:
+    raise ToolError("a tool's message, in a prompt")
+
+
 @app.resource("mem://broken")
 def broken_resource() -> str:
     raise OSError(SECRET)
@@ -167,6 +178,27 @@ def test_prompt_decline_is_invalid_params(client: WireClient) -> None:
     assert flow.replies[-1]["error"]["code"] == -32602
 
 
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+def test_a_decline_reads_the_same_in_tools_prompts_and_resources(
+    client: WireClient, action: str
+) -> None:
+    # docs/server.md "Errors: what the client sees": the same text, as isError in a tool and as
+    # -32602 where there is no isError (never -32603: the server did not fail).
+    answers = {"topic": {"action": action}}
+    tool = client.call_tool("choose", answers=answers)
+    prompt = client.get_prompt("brief", {"audience": "ops"}, answers=answers).replies[-1]
+    resource = client.read_resource("mem://notes/monday", answers=answers).replies[-1]
+    verb = {"decline": "declined", "cancel": "cancelled"}[action]
+    text = f"The user {verb} the request: Topic?"
+    assert tool.result["isError"] is True and tool.text == text
+    assert prompt["error"] == resource["error"] == {"code": -32602, "message": text}
+
+
+def test_a_tool_error_outside_a_tool_is_a_frozen_internal_error(client: WireClient) -> None:
+    reply = client.send("prompts/get", {"name": "told_off"})
+    assert reply["error"] == {"code": -32603, "message": "Internal error"}
+
+
 def test_resource_template_asks_like_a_tool(client: WireClient) -> None:
     flow = client.read_resource("mem://notes/monday", answers={"topic": {"topic": "DNS"}})
     assert flow.rounds == 2
@@ -232,3 +264,27 @@ def test_server_info_in_every_result(client: WireClient) -> None:
     ]
     for reply in replies:
         assert reply["result"]["_meta"]["io.modelcontextprotocol/serverInfo"] == info
+
+
+@app.tool()
+async def two_topics(ctx: Context) -> str:
+    first = await ctx.elicit("First topic?", Topic, key="first")
+    second = await ctx.elicit("Second topic?", Topic, key="second")
+    return f"{first.topic} then {second.topic}"
+
+
+def test_fields_a_form_ignores_never_reach_the_next_state_issue_11(client: WireClient) -> None:
+    # Item 4: the journal keeps the validated answer, so junk beside it cannot bloat the state
+    # carried to the next round (which used to end in -32603 / HTTP 500 once too large).
+    first = client.request("tools/call", {"name": "two_topics", "arguments": {}})
+    junk = {"action": "accept", "content": {"topic": "DNS", "junk": "x" * 300_000}}
+    second = client.request("tools/call", {"name": "two_topics", "arguments": {},
+                                           "requestState": first["requestState"],
+                                           "inputResponses": {"first": junk}})
+    assert list(second["inputRequests"]) == ["second"]
+    assert len(second["requestState"]) < 2 * len(first["requestState"]) + 200
+    third = client.request("tools/call", {"name": "two_topics", "arguments": {},
+                                          "requestState": second["requestState"],
+                                          "inputResponses": {"second": {
+                                              "action": "accept", "content": {"topic": "TLS"}}}})
+    assert third["content"][0]["text"] == "DNS then TLS"

@@ -11,6 +11,7 @@ import msgspec
 import pytest
 from msgspec import Meta
 
+from mrtr.protocol import tool_header_map
 from mrtr.server._schema import (
     ArgumentsInvalid,
     AskIfMissing,
@@ -108,7 +109,7 @@ def test_signature_metadata() -> None:
     assert isinstance(SIG, ToolSignature)
     assert SIG.param_names == ("order_id", "region", "count", "note", "mode", "address", "tags",
                                "boxes", "day")
-    assert SIG.headers == {"region": "Region"}
+    assert tool_header_map(SIG.input_schema) == {"region": "Region"}  # the registry reads this
     assert SIG.ask_if_missing == {
         "boxes": ("How many boxes?",
                   {"type": "integer", "title": "Boxes", "minimum": 1, "maximum": 5}),
@@ -301,3 +302,17 @@ def test_output_checker_names_the_first_problem() -> None:
     assert check({"n": 1}) is None
     assert check({}) == "structuredContent: 'n' is a required property"
     assert check({"n": 1.5}) == "n: 1.5 is not of type 'integer'"
+
+
+def test_literal_choices_keep_the_order_they_were_written_in_issue_19() -> None:
+    def pick(
+        team: Literal["red", "blue", "amber"],
+        size: Annotated[Literal[3, 1, 2], Meta(description="How many")] = 3,
+        note: Literal["later", "now"] | None = None,
+    ) -> None: ...
+
+    props = signature_schema(pick, skip=()).input_schema["properties"]
+    assert isinstance(props, dict)
+    assert props["team"] == {"enum": ["red", "blue", "amber"]}
+    assert props["size"]["enum"] == [3, 1, 2]
+    assert props["note"]["anyOf"][0] == {"enum": ["later", "now"]}

@@ -32,6 +32,8 @@ KEY_B = bytes(range(100, 140))
 KEY_C = b"\xff" * 32
 NOW = 1_000_000.0
 FROZEN = "Invalid or expired requestState"
+UNKNOWN_KEY = ("sealed by a key this server does not have: restarted with a new key or keys "
+               "rotated?")
 B = Binding(
     method="tools/call",
     target="book",
@@ -129,19 +131,19 @@ def test_rotation_seals_with_first_key() -> None:
     assert decode(token)[:8] == decode(new_only.seal(b"x", B))[:8]
     assert decode(token)[:8] != decode(SEALER.seal(b"x", B))[:8]
     assert new_only.unseal(token, B).body == b"x"
-    assert rejected(SEALER, token) == "unknown kid"
+    assert rejected(SEALER, token) == UNKNOWN_KEY
 
 
 def test_state_from_foreign_key_rejected() -> None:
-    assert rejected(SEALER, OTHER.seal(b"x", B)) == "unknown kid"
-    assert rejected(OTHER, SEALER.seal(b"x", B)) == "unknown kid"
+    assert rejected(SEALER, OTHER.seal(b"x", B)) == UNKNOWN_KEY
+    assert rejected(OTHER, SEALER.seal(b"x", B)) == UNKNOWN_KEY
 
 
 def test_ephemeral_sealers_are_isolated() -> None:
     one = Sealer.ephemeral(audience="a", clock=lambda: NOW)
     two = Sealer.ephemeral(audience="a", clock=lambda: NOW)
     assert one.unseal(one.seal(b"hi", B), B).body == b"hi"
-    assert rejected(two, one.seal(b"hi", B)) == "unknown kid"
+    assert rejected(two, one.seal(b"hi", B)) == UNKNOWN_KEY
 
 
 # --- tampering --------------------------------------------------------------------------------
@@ -153,7 +155,7 @@ def test_any_bit_flip_rejected(data: st.DataObject) -> None:
     bit = data.draw(st.integers(0, len(blob) * 8 - 1))
     blob[bit // 8] ^= 1 << (bit % 8)
     reason = rejected(ROTATED, encode(bytes(blob)))
-    assert reason == ("unknown kid" if bit < 64 else "tampered")
+    assert reason == (UNKNOWN_KEY if bit < 64 else "tampered")
 
 
 @given(st.data())
@@ -199,7 +201,7 @@ def test_changed_prefix_rejected(prefix: str) -> None:
         ("v1.é", "bad base64"),
         ("v1. abc", "bad base64"),
         ("v1." + "A" * 40, "too short"),
-        ("v1." + "A" * 60, "unknown kid"),
+        ("v1." + "A" * 60, UNKNOWN_KEY),
     ],
 )
 def test_malformed_tokens_rejected(token: object, reason: str) -> None:
@@ -467,3 +469,132 @@ def test_sealer_rejects_bad_config(make: Callable[[], Sealer], error: type[Excep
 def test_repr_hides_keys() -> None:
     text = repr(ROTATED)
     assert "billing" in text and KEY_A.hex() not in text and repr(KEY_A) not in text
+
+
+# --- boundaries, defaults and messages pinned by mutation testing (make mutate) ------------------
+
+
+def test_digest_arguments_sorts_keys() -> None:
+    assert digest_arguments({"a": 1, "b": 2}) == digest_arguments({"b": 2, "a": 1})
+    assert digest_arguments([{"a": 1, "b": 2}]) == digest_arguments([{"b": 2, "a": 1}])
+
+
+def test_digest_arguments_separates_list_items() -> None:
+    assert digest_arguments({"seats": [1, 2]}) != digest_arguments({"seats": [3, 4]})
+    assert digest_arguments([1.0, [2.0]]) == digest_arguments([1, [2]])
+
+
+def test_digest_arguments_keeps_unsafe_integral_floats() -> None:
+    # Below 2**53 an integral float is exactly the integer it reads as; from 2**53 on it may not be.
+    assert digest_arguments(2.0**53 - 1) == digest_arguments(2**53 - 1)
+    assert digest_arguments(2.0**53) != digest_arguments(2**53)
+
+
+def test_parse_keys_tells_hex_from_base64() -> None:
+    text = "X" + "a" * 43  # even length and hex digits but for the "X": base64, not a bad hex key
+    assert parse_keys(text) == [base64.b64decode(text)]
+
+
+def test_parse_keys_keeps_trailing_x_and_tolerates_padding() -> None:
+    text = "a" * 43 + "X"
+    assert parse_keys(text) == [base64.b64decode(text)]
+    padded = base64.b64encode(KEY_A).decode()
+    assert parse_keys(padded.rstrip("=")) == parse_keys(padded) == [KEY_A]
+    assert parse_keys(padded + "=") == [KEY_A]
+
+
+def test_sub_second_lifetimes_are_valid() -> None:
+    clock = Clock()
+    sealer = Sealer(keys=[KEY_A], audience="billing", ttl=0.5, flow_ttl=0.75, clock=clock)
+    token = sealer.seal(b"x", B)
+    clock.now = NOW + 0.5
+    assert sealer.unseal(token, B).deadline == NOW + 0.75
+    clock.now = NOW + 0.6
+    assert rejected(sealer, token) == "expired"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda **kw: Sealer(keys=[KEY_A], **kw), Sealer.ephemeral],
+    ids=["Sealer", "ephemeral"],
+)
+def test_default_lifetimes(make: Callable[..., Sealer]) -> None:
+    clock = Clock()
+    sealer = make(audience="billing", clock=clock)  # ttl: 900 s a round
+    token = sealer.seal(b"x", B)
+    clock.now = NOW + 900.0
+    assert sealer.unseal(token, B).deadline == NOW + 3600.0
+    clock.now = NOW + 900.5
+    assert rejected(sealer, token) == "expired"
+    clock.now = NOW
+    patient = make(audience="billing", ttl=7200.0, clock=clock)  # flow_ttl: 3600 s a flow
+    token = patient.seal(b"x", B)
+    clock.now = NOW + 3600.5
+    assert rejected(patient, token) == "flow deadline passed"
+
+
+def test_ephemeral_passes_every_option_on(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    logger = logging.getLogger("test.sealing.ephemeral")
+    sealer = Sealer.ephemeral(
+        audience="billing", ttl=5.0, flow_ttl=8.0, clock=clock, max_state_bytes=400, logger=logger
+    )
+    token = sealer.seal(b"x", B)
+    state = sealer.unseal(token, B)
+    assert state.deadline == NOW + 8.0  # the clock and flow_ttl were passed on
+    with pytest.raises(StateTooLarge):
+        sealer.seal(b"x" * 400, B)
+    clock.now = NOW + 5.5
+    with caplog.at_level(logging.INFO, logger="test.sealing.ephemeral"):
+        assert rejected(sealer, token) == "expired"
+    assert [r.name for r in caplog.records] == ["test.sealing.ephemeral"]
+
+
+def test_max_state_bytes_floor_is_twice_the_overhead() -> None:
+    assert Sealer(keys=[KEY_A], audience="a", max_state_bytes=72)
+    with pytest.raises(ValueError, match=r"^max_state_bytes is too small: 71$"):
+        Sealer(keys=[KEY_A], audience="a", max_state_bytes=71)
+
+
+def test_time_bounds_are_inclusive() -> None:
+    ahead = Clock(NOW + 30.0)  # exactly the allowed clock skew
+    assert SEALER.unseal(Sealer(keys=[KEY_A], audience="billing", clock=ahead).seal(b"x", B), B)
+    clock = Clock()
+    sealer = Sealer(keys=[KEY_A], audience="billing", ttl=900.0, flow_ttl=100.0, clock=clock)
+    token = sealer.seal(b"x", B)
+    clock.now = NOW + 100.0  # exactly the flow deadline
+    assert sealer.unseal(token, B).body == b"x"
+
+
+def test_log_line_names_audience_and_reason(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="mrtr.sealing")
+    rejected(SEALER, "nope")
+    assert [r.getMessage() for r in caplog.records] == [
+        "requestState rejected (audience 'billing'): bad prefix"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: Sealer(keys=[], audience="a"),
+         "keys must be a non-empty sequence of byte strings (newest first)"),
+        (lambda: Sealer(keys=[KEY_A, KEY_A.hex()], audience="a"),  # type: ignore[list-item]
+         "key #2 is not bytes; use parse_keys() for text keys"),
+        (lambda: Sealer(keys=[KEY_A, b"x" * 31], audience="a"),
+         "key #2 is 31 bytes; at least 32 needed"),
+        (lambda: Sealer(keys=[KEY_A], audience="a", ttl=0),
+         "ttl must be a positive finite number of seconds, got 0"),
+        (lambda: Sealer(keys=[KEY_A], audience="a", flow_ttl=float("inf")),
+         "flow_ttl must be a positive finite number of seconds, got inf"),
+        (lambda: parse_keys(" , "),
+         "no requestState keys given (expected comma-separated base64url or hex)"),
+        (lambda: parse_keys("00" * 16),
+         "requestState key #1 is 16 bytes; at least 32 needed"
+         " (create one with `mrtr keys generate`)"),
+    ],
+)
+def test_config_errors_say_what_to_fix(make: Callable[[], object], message: str) -> None:
+    with pytest.raises((ValueError, TypeError)) as info:
+        make()
+    assert str(info.value) == message

@@ -13,7 +13,8 @@ import httpx
 import msgspec
 import pytest
 
-from mrtr.protocol import SSEParser
+from mrtr import Context, Server
+from mrtr.protocol import PromptMessage, SSEParser, TextContent
 from mrtr.server import Dispatcher
 from mrtr.transports import McpApp, Unauthorized
 from tests.transports import apps
@@ -479,3 +480,54 @@ def test_forbidden_host_says_what_to_configure_issue_11() -> None:
     assert error_of(response)["message"] == (
         "Forbidden: Host 'mcp.example.com' not allowed; start mrtr serve with "
         "--allow-host mcp.example.com (McpApp: allowed_hosts)")
+
+
+# -- a reply JSON cannot carry (#11): -32603 with the id, as JSON or as the last SSE event --------
+
+unsendable = Server("unsendable-http")
+
+
+@unsendable.prompt()
+async def complex_text(ctx: Context, steps: str = "0") -> PromptMessage:
+    for step in range(int(steps)):
+        await ctx.report_progress(step + 1, int(steps))
+    return PromptMessage(role="user", content=TextContent(text=1j))  # type: ignore[arg-type]
+
+
+@unsendable.resource("mem://surrogate")
+async def surrogate() -> str:
+    return "\ud800"
+
+
+@pytest.mark.parametrize("body", [
+    request("prompts/get", {"name": "complex_text"}, id=21),
+    request("resources/read", {"uri": "mem://surrogate"}, id=21),
+])
+def test_a_reply_json_cannot_carry_is_an_internal_error_issue_11(body: dict[str, Any]) -> None:
+    response = post_sync(body, McpApp(Dispatcher(unsendable)))
+    assert response.status_code == 500
+    assert response.json() == {"jsonrpc": "2.0", "id": 21,
+                               "error": {"code": -32603, "message": "Internal error"}}
+
+
+def test_a_streamed_reply_json_cannot_carry_ends_with_an_internal_error_issue_11() -> None:
+    body = request("prompts/get", {"name": "complex_text", "arguments": {"steps": "2"}}, id=22,
+                   progressToken="tok")
+    response = post_sync(body, McpApp(Dispatcher(unsendable)))
+    assert response.status_code == 200 and response.headers["content-type"] == "text/event-stream"
+    messages = sse_messages(response)
+    assert [m.get("method") for m in messages] == ["notifications/progress"] * 2 + [None]
+    assert messages[-1] == {"jsonrpc": "2.0", "id": 22,
+                            "error": {"code": -32603, "message": "Internal error"}}
+
+
+class _BrokenDispatcher(Dispatcher):
+    async def handle(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug in a dispatcher")
+
+
+def test_a_dispatcher_that_raises_still_answers_with_the_id_issue_11() -> None:
+    response = post_sync(call("fast", id=23), McpApp(_BrokenDispatcher(apps.app)))
+    assert response.status_code == 500
+    assert response.json() == {"jsonrpc": "2.0", "id": 23,
+                               "error": {"code": -32603, "message": "Internal error"}}

@@ -64,3 +64,22 @@ def test_judgements_are_remembered_but_bounded() -> None:
 ])
 def test_split_host(host: str, parts: tuple[str, str]) -> None:
     assert split_host(host) == parts
+
+
+WILDCARD_ADVICE = ("{name} is the wildcard bind address, not a host name: connect to {to} or "
+                   "localhost{port}, or to a name given to mrtr serve with --allow-host NAME "
+                   "(McpApp: allowed_hosts)")
+
+
+@pytest.mark.parametrize(("headers", "shown", "name", "to", "port"), [
+    ({"host": "0.0.0.0:8000"}, "Host '0.0.0.0:8000'", "0.0.0.0", "127.0.0.1:8000", ":8000"),
+    ({"host": "0.0.0.0"}, "Host '0.0.0.0'", "0.0.0.0", "127.0.0.1", ""),
+    ({"host": "[::]:9"}, "Host '[::]:9'", "[::]", "[::1]:9", ":9"),
+    ({"host": "localhost", "origin": "http://0.0.0.0:8000"}, "Origin 'http://0.0.0.0:8000'",
+     "0.0.0.0", "127.0.0.1:8000", ":8000"),
+])
+def test_19_the_wildcard_address_is_refused_with_advice_to_use_a_name(
+    headers: dict[str, str], shown: str, name: str, to: str, port: str
+) -> None:
+    advice = WILDCARD_ADVICE.format(name=name, to=to, port=port)
+    assert HostCheck().refusal(headers) == f"Forbidden: {shown} not allowed; {advice}"

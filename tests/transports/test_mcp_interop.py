@@ -67,9 +67,11 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 
 
 @pytest.fixture(scope="module")
-def mcp_python(request: pytest.FixtureRequest) -> Path:
+def mcp_python(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A virtualenv holding the official `mcp` 1.x package; skips when PyPI is unreachable."""
-    home = request.config.cache.mkdir("mcp-1.30.0-venv")
+    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
+    home = (cache.mkdir("mcp-1.30.0-venv") if cache is not None
+            else tmp_path_factory.mktemp("mcp-1.30.0-venv"))
     python = home / "bin" / "python"
     ready = home / ".installed"
     if not ready.exists():

@@ -1,15 +1,19 @@
-"""serve(): the key and host plumbing handed to worker processes, without starting uvicorn."""
+"""serve(): settings, keys, hosts and targets handed to uvicorn, without starting it."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mrtr.server import Binding, Sealer, generate_key, parse_keys
-from mrtr.transports import _serve
+from mrtr.server import Binding, Dispatcher, Sealer, generate_key, parse_keys
+from mrtr.transports import McpApp, _serve
 from mrtr.transports._hosts import HostCheck
+from mrtr.transports._keyfile import read_or_create_key
+from tests.transports import apps
 
 PROBE = Binding(method="tools/call", target="greet", arguments_digest=b"", principal=None)
 ENV = ("MRTR_STATE_KEYS", "MRTR_SERVE_TARGET", "MRTR_SERVE_PATH", "MRTR_SERVE_ALLOWED_HOSTS",
@@ -83,3 +87,107 @@ def test_single_process_app_gets_the_allow_list(uvicorn_runs: list[dict[str, Any
     _serve.serve("tests.transports.apps:app", port=9, allowed_hosts=["mcp.example.com"])
     check = uvicorn_runs[0]["app"].hosts
     assert check.allowed("mcp.example.com") and check.allowed("localhost:5555")
+
+
+def opened_by(app: object, key: bytes) -> bool:
+    """Whether the McpApp `app` seals with `key`."""
+    assert isinstance(app, McpApp)
+    return opens(app.dispatcher.sealer, key.hex())
+
+
+@pytest.mark.parametrize(("host", "workers", "used"), [
+    ("127.0.0.1", 1, True),
+    ("localhost", 1, True),
+    ("::1", 1, True),
+    ("0.0.0.0", 1, False),  # reachable from elsewhere: keys are a deployment decision
+    ("10.1.2.3", 1, False),
+    ("127.0.0.1", 2, False),  # workers share a key generated for the run
+])
+def test_19_only_a_single_local_process_uses_the_key_file(
+    uvicorn_runs: list[dict[str, Any]], tmp_path: Path, host: str, workers: int, used: bool,
+) -> None:
+    key_file = tmp_path / "mrtr" / "requeststate.key"
+    assert _serve.serve("tests.transports.apps:app", host=host, port=9, workers=workers,
+                        key_file=key_file) == 0
+    assert key_file.exists() is used
+    if used:
+        assert opened_by(uvicorn_runs[0]["app"], read_or_create_key(key_file))
+
+
+def test_19_mrtr_state_keys_win_over_the_key_file(
+    uvicorn_runs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    key = generate_key()
+    monkeypatch.setenv("MRTR_STATE_KEYS", key)
+    _serve.serve("tests.transports.apps:app", port=9, key_file=tmp_path / "k" / "key")
+    assert not (tmp_path / "k").exists()
+    assert opened_by(uvicorn_runs[0]["app"], parse_keys(key)[0])
+
+
+def test_19_an_unusable_key_file_falls_back_to_an_ephemeral_key(
+    uvicorn_runs: list[dict[str, Any]], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    key_file = tmp_path / "mrtr" / "requeststate.key"
+    key = read_or_create_key(key_file)
+    key_file.chmod(0o640)
+    with caplog.at_level(logging.WARNING, "mrtr.serve"):
+        assert _serve.serve("tests.transports.apps:app", port=9, key_file=key_file) == 0
+    assert not opened_by(uvicorn_runs[0]["app"], key)
+    assert (f"cannot use the key file ({key_file} is open to other users (chmod 600 it, or "
+            "delete it)): this run's requestState key is ephemeral") in caplog.messages
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"port": 65536}, "port must be 0..65535 (0 picks a free port), got 65536"),
+    ({"port": -1}, "port must be 0..65535 (0 picks a free port), got -1"),
+    ({"workers": 0}, "workers must be at least 1, got 0"),
+    ({"path": "mcp"}, "path must start with '/', got 'mcp'"),
+])
+def test_19_settings_are_checked_before_anything_starts(
+    uvicorn_runs: list[dict[str, Any]], settings: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError) as caught:
+        _serve.serve("tests.transports.apps:app", **settings)
+    assert str(caught.value) == message and uvicorn_runs == []
+
+
+def test_19_an_mcpapp_target_is_served_with_the_run_keys(
+    uvicorn_runs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = generate_key()
+    monkeypatch.setenv("MRTR_STATE_KEYS", key)
+    asgi = McpApp(Dispatcher(apps.app), path="/custom")
+    monkeypatch.setattr(apps, "asgi", asgi, raising=False)
+    _serve.serve("tests.transports.apps:asgi", port=9)
+    assert uvicorn_runs[0]["app"] is asgi and uvicorn_runs[0]["path"] == "/custom"
+    assert opened_by(asgi, parse_keys(key)[0])
+
+
+async def _plain_asgi(scope: object, receive: object, send: object) -> None:
+    """Stands for an ASGI app mrtr did not build (Starlette, FastAPI, middleware)."""
+
+
+def test_19_another_asgi_app_is_served_as_it_is(
+    uvicorn_runs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(apps, "plain", _plain_asgi, raising=False)
+    monkeypatch.setattr(apps, "make_plain", lambda: _plain_asgi, raising=False)
+    with caplog.at_level(logging.WARNING, "mrtr.serve"):
+        _serve.serve("tests.transports.apps:plain", port=9)
+        _serve.serve("tests.transports.apps:make_plain", port=9, path="/other")
+    assert [run["app"] for run in uvicorn_runs] == [_plain_asgi, _plain_asgi]
+    assert caplog.messages == [
+        "tests.transports.apps:make_plain is an ASGI app with its own settings: --path, "
+        "--allow-host and --debug-worker-header do not apply to it"]
+    with pytest.raises(ValueError, match="^tests.transports.apps:plain is an ASGI app: serve it "
+                                         "over HTTP, or name its Server$"):
+        _serve.serve("tests.transports.apps:plain", stdio=True)
+
+
+def test_19_workers_serve_an_asgi_target_too(
+    uvicorn_runs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(apps, "plain", _plain_asgi, raising=False)
+    _serve.serve("tests.transports.apps:plain", port=9, workers=2)
+    assert _serve._worker_app() is _plain_asgi

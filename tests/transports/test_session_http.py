@@ -261,3 +261,21 @@ def test_notifications_cancelled_ends_the_call_without_a_reply(tmp_path: Path) -
         body = run(go(server.url))
     assert "data:" not in body  # the stream ended with no response
     assert marker.read_text() == "cancelled"
+
+
+def test_another_worker_with_the_same_keys_accepts_the_session_id() -> None:
+    def worker() -> McpApp:
+        app = McpApp(Dispatcher(apps.app))
+        # As `mrtr serve --workers N` does: the shared keys arrive after the app was built.
+        app.dispatcher = Dispatcher(apps.app, sealer=Sealer(keys=[bytes(range(32))],
+                                                            audience=apps.app.name))
+        return app
+
+    async def go() -> tuple[int, int]:
+        async with asgi_client(worker()) as first, asgi_client(worker()) as second:
+            session = await open_session(first)
+            elsewhere = await post(second, ping(), session)
+            stranger = await post(asgi_client(), ping(), session)  # another key ring
+            return elsewhere.status_code, stranger.status_code
+
+    assert run(go()) == (200, 404)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import runpy
 import sys
 import time
 from pathlib import Path
@@ -174,3 +175,92 @@ def test_subprocess_concurrency_cancellation_and_eof() -> None:
     ids, code, stderr = run(go(), timeout=40)
     assert ids == ["fast", "slow", 4, b""], stderr.decode()
     assert code == 0
+
+
+# -- every request gets a reply (#11) -----------------------------------------------------------
+
+UNSENDABLE = '''
+from mrtr import Server
+from mrtr.protocol import PromptMessage, TextContent
+
+app = Server("unsendable-stdio")
+
+
+@app.prompt()
+async def complex_text() -> PromptMessage:
+    return PromptMessage(role="user", content=TextContent(text=1j))
+
+
+@app.resource("mem://surrogate")
+async def surrogate() -> str:
+    return "\\ud800"
+
+
+@app.tool()
+async def fast() -> str:
+    return "fast"
+'''
+INTERNAL_ERROR = {"code": -32603, "message": "Internal error"}
+
+
+def unsendable_requests() -> list[bytes]:
+    return [line(request("prompts/get", {"name": "complex_text"}, id=1)),
+            line(request("resources/read", {"uri": "mem://surrogate"}, id=2)),
+            line(call("fast", id=3))]
+
+
+def test_a_reply_json_cannot_carry_is_an_internal_error_issue_11(tmp_path: Path) -> None:
+    source = tmp_path / "unsendable_stdio.py"
+    source.write_text(UNSENDABLE)
+    namespace = runpy.run_path(str(source))
+
+    async def go() -> Lines:
+        reader = asyncio.StreamReader()
+        reader.feed_data(b"".join(unsendable_requests()))
+        reader.feed_eof()
+        out = Lines()
+        await serve_stdio(Dispatcher(namespace["app"]), reader=reader, writer=out)
+        return out
+
+    replies = {m["id"]: m for m in run(go()).messages}
+    assert replies[1]["error"] == replies[2]["error"] == INTERNAL_ERROR
+    assert replies[3]["result"]["content"][0]["text"] == "fast"
+
+
+def test_a_dispatcher_that_raises_still_answers_issue_11() -> None:
+    class Broken(Dispatcher):
+        async def handle(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("a bug in a dispatcher")
+
+    async def go() -> Lines:
+        reader = asyncio.StreamReader()
+        reader.feed_data(line(call("fast", id=5)))
+        reader.feed_eof()
+        out = Lines()
+        await serve_stdio(Broken(apps.app), reader=reader, writer=out)
+        return out
+
+    assert run(go()).messages == [{"jsonrpc": "2.0", "id": 5, "error": INTERNAL_ERROR}]
+
+
+def test_subprocess_answers_a_reply_json_cannot_carry_issue_11(tmp_path: Path) -> None:
+    server = tmp_path / "unsendable_stdio.py"
+    server.write_text(UNSENDABLE)
+
+    async def go() -> list[dict[str, Any]]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "mrtr.cli", "serve", f"{server}:app", "--stdio",
+            cwd=ROOT, env=cli_env(), stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        assert process.stdin and process.stdout
+        try:
+            process.stdin.write(b"".join(unsendable_requests()))
+            await process.stdin.drain()
+            return [await read_message(process.stdout) for _ in range(3)]
+        finally:
+            process.kill()
+            await process.wait()
+
+    replies = {m["id"]: m for m in run(go(), timeout=40)}
+    assert replies[1]["error"] == replies[2]["error"] == INTERNAL_ERROR
+    assert replies[3]["result"]["content"][0]["text"] == "fast"

@@ -1,4 +1,4 @@
-"""load_dispatcher: module and file targets, one-line errors, keys for Dispatcher targets."""
+"""load_target, load_dispatcher: module and file targets, what a target may be, one-line errors."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mrtr.server import Binding, Dispatcher, Sealer, generate_key, parse_keys
-from mrtr.transports._target import absolute_target, load_dispatcher
+from mrtr.server import Binding, Dispatcher, Sealer, Server, generate_key, parse_keys
+from mrtr.transports import McpApp
+from mrtr.transports._target import absolute_target, load_dispatcher, load_target
 from tests.transports import apps
 
 PROBE = Binding(method="tools/call", target="greet", arguments_digest=b"", principal=None)
@@ -55,7 +56,7 @@ def test_relative_file_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     ("nowhere/missing.py:app", "no such file: nowhere/missing.py"),
     ("tests.transports.apps:nothing", "tests.transports.apps has no attribute 'nothing'"),
     ("no_colon", "target must look like module:attribute or path/to/file.py:attribute"),
-    ("tests.transports.apps:__name__", "is neither a Server nor a Dispatcher"),
+    ("tests.transports.apps:__name__", "is a str, not a Server, a Dispatcher, an ASGI app"),
 ])
 def test_unusable_targets_are_one_line_errors(target: str, message: str) -> None:
     with pytest.raises(ValueError, match="^[^\n]*$") as caught:
@@ -99,3 +100,41 @@ def test_a_dispatcher_target_keeps_its_settings_issue_11() -> None:
         assert kept is apps.custom  # type: ignore[attr-defined]
     finally:
         del apps.custom  # type: ignore[attr-defined]
+
+
+class _AsgiCallable:
+    async def __call__(self, scope: object, receive: object, send: object) -> None:
+        """An ASGI app as a callable object (Starlette and FastAPI apps look like this)."""
+
+
+def test_19_asgi_apps_and_factories_are_targets(monkeypatch: pytest.MonkeyPatch) -> None:
+    instance = _AsgiCallable()
+    mcp_app = McpApp(Dispatcher(apps.app))
+    monkeypatch.setattr(apps, "asgi_object", instance, raising=False)
+    monkeypatch.setattr(apps, "make_mcp_app", lambda: mcp_app, raising=False)
+    monkeypatch.setattr(apps, "make_server", lambda flag=True: apps.app, raising=False)
+    assert load_target("tests.transports.apps:asgi_object") is instance
+    assert load_target("tests.transports.apps:make_mcp_app") is mcp_app
+    assert load_target("tests.transports.apps:make_server") is apps.app
+    assert load_dispatcher("tests.transports.apps:make_mcp_app", None) is mcp_app.dispatcher
+
+
+async def _async_factory() -> Server:
+    return apps.app
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (_async_factory, "is an async function, not a Server, a Dispatcher, an ASGI app or a "
+                     "function returning one (a factory is a plain function)"),
+    (_AsgiCallable, "is the class _AsgiCallable, not a Server, a Dispatcher, an ASGI app or a "
+                    "function returning one"),
+    (apps.add, "is the tool 'add' of Server 'transport-tests', not a factory; serve the Server: "
+               "tests.transports.apps:app"),
+])
+def test_19_what_is_not_a_factory_is_never_called(
+    monkeypatch: pytest.MonkeyPatch, value: object, message: str
+) -> None:
+    monkeypatch.setattr(apps, "candidate", value, raising=False)
+    with pytest.raises(ValueError) as caught:
+        load_target("tests.transports.apps:candidate")
+    assert str(caught.value) == f"tests.transports.apps:candidate {message}"

@@ -40,10 +40,30 @@ def build_parser(regs: Sequence[Register] | None = None) -> argparse.ArgumentPar
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """parse_args, except that leftovers are reported by the subcommand, with its usage."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _subparser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _subparser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The innermost subcommand parser `args` went through (`mrtr keys generate`: generate)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(args, action.dest, None)
+            if chosen in action.choices:
+                return _subparser(action.choices[chosen], args)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `mrtr` command; returns the exit status (2 for usage errors)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(registrars(argv)).parse_args(argv)
+    args = _parse(build_parser(registrars(argv)), argv)
     level = getattr(args, "log_level", "warning").upper()
     logging.basicConfig(stream=sys.stderr, level=level,
                         format="%(levelname)s %(name)s: %(message)s")

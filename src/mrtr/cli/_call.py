@@ -7,20 +7,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import subprocess
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
+from msgspec.structs import replace
 
 from mrtr.client import Client, ClientError, Handlers, TransportError
 from mrtr.client._client import DEFAULT_TIMEOUT
-from mrtr.errors import ProtocolError
-from mrtr.protocol import UNSET, Root
+from mrtr.errors import MethodNotFound, ProtocolError
+from mrtr.protocol import UNSET, CallToolResult, Root
 from mrtr.transports._http_client import HTTPTransport
-from mrtr.transports._stdio_client import StdioTransport
+from mrtr.transports._stdio_client import TAIL, ServerExited, StdioTransport
 
+from ._call_args import check_sampler, check_url, is_url, no_more, parse_arguments
 from ._escape import escape, escape_json
 from ._forms_tui import StdConsole, TerminalForms, TerminalSampler
 from ._render import render
@@ -28,32 +29,19 @@ from ._render import render
 __all__ = ["parse_arguments", "register"]
 
 Command = Callable[[Client, argparse.Namespace, list[str]], Awaitable[object]]
-
-
-def parse_arguments(pairs: Sequence[str], *, as_json: bool = True) -> dict[str, object]:
-    """`key=value` pairs to arguments; values are JSON when they parse (unless `as_json=False`).
-
-    Raises ValueError for an item without `=`.
-    """
-    arguments: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"expected key=value, got {pair!r}")
-        parsed: object = value
-        if as_json:
-            try:
-                parsed = json.loads(value)
-            except ValueError:
-                parsed = value
-        arguments[key] = parsed
-    return arguments
+Failure = ValueError | ProtocolError | ClientError | TransportError | TimeoutError
 
 
 async def _call(client: Client, args: argparse.Namespace, rest: list[str]) -> object:
     if not rest:
         raise ValueError("usage: mrtr call TARGET TOOL [key=value ...]")
-    return await client.call_tool(rest[0], parse_arguments(rest[1:]))
+    parse_arguments(rest[1:])  # usage errors before anything is sent
+    try:
+        tools = await client.list_tools()
+    except ProtocolError:  # no list, no schema: the values are read as JSON when they parse
+        tools = []
+    schema = next((t.input_schema for t in tools if t.name == rest[0]), None)
+    return await client.call_tool(rest[0], parse_arguments(rest[1:], schema=schema))
 
 
 async def _prompt(client: Client, args: argparse.Namespace, rest: list[str]) -> object:
@@ -64,60 +52,104 @@ async def _prompt(client: Client, args: argparse.Namespace, rest: list[str]) -> 
 
 
 async def _read(client: Client, args: argparse.Namespace, rest: list[str]) -> object:
-    if len(rest) != 1:
+    if not rest:
         raise ValueError("usage: mrtr read TARGET URI")
+    no_more(rest[1:], "mrtr read TARGET URI")
     return await client.read_resource(rest[0])
 
 
 async def _resources(client: Client, args: argparse.Namespace, rest: list[str]) -> object:
-    resources = await client.list_resources()
-    try:
-        templates = await client.list_resource_templates()
-    except ProtocolError:
-        templates = []
-    return [*resources, *templates]
+    no_more(rest, "mrtr resources TARGET")
+    return [*await _listed(client.list_resources()),
+            *await _listed(client.list_resource_templates())]
 
 
 async def _tools(client: Client, args: argparse.Namespace, rest: list[str]) -> object:
+    no_more(rest, "mrtr tools TARGET")
     return await client.list_tools()
 
 
 async def _prompts(client: Client, args: argparse.Namespace, rest: list[str]) -> object:
-    return await client.list_prompts()
+    no_more(rest, "mrtr prompts TARGET")
+    return await _listed(client.list_prompts())
 
 
-_COMMANDS: dict[str, tuple[Command, str]] = {
-    "call": (_call, "call a tool, answering its questions in the terminal"),
-    "tools": (_tools, "list the tools"),
-    "prompts": (_prompts, "list the prompts"),
-    "resources": (_resources, "list the resources and resource templates"),
-    "read": (_read, "read a resource"),
-    "prompt": (_prompt, "get a prompt"),
+async def _listed(listing: Awaitable[Sequence[object]]) -> list[object]:
+    """The items listed; none when the server does not serve that list at all (-32601)."""
+    try:
+        return list(await listing)
+    except MethodNotFound:
+        return []
+
+
+class _Spec(NamedTuple):
+    run: Command
+    summary: str
+    arguments: str  # after the target, in the usage line
+    example: str  # after `mrtr NAME http://127.0.0.1:8000/mcp`
+    rounds: bool  # may ask questions (MRTR): --max-rounds, --sampler, --root apply
+
+
+_COMMANDS: dict[str, _Spec] = {
+    "call": _Spec(_call, "call a tool, answering its questions in the terminal",
+                  "TOOL [key=value ...]", "book_return order_id=A-1001", True),
+    "tools": _Spec(_tools, "list the tools", "", "--json", False),
+    "prompts": _Spec(_prompts, "list the prompts", "", "", False),
+    "resources": _Spec(_resources, "list the resources and resource templates", "", "", False),
+    "read": _Spec(_read, "read a resource", "URI", "brightgrid://policy", True),
+    "prompt": _Spec(_prompt, "get a prompt", "NAME [key=value ...]", "welcome name=Ann", True),
 }
+_EPILOG = """examples:
+  mrtr {name} http://127.0.0.1:8000/mcp {example}
+  mrtr {name} --stdio 'python -m mrtr serve app:app --stdio' {example}
+{values}
+exit status: 0 a result, 1 a failure (tool error, server error, timeout), 2 a usage error{declined}
+"""
+_VALUES = """
+values are JSON when they parse (n=3, ok=true), else text (team=red); a parameter typed as
+text keeps what you typed (code=0123, team=null); quote to force text: code='"123"'
+"""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the client subcommands to the `mrtr` parser (each sets `run`)."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("items", nargs="*", metavar="TARGET ...",
-                        help="the server URL (omit with --stdio), then the command's arguments")
-    common.add_argument("--stdio", metavar="CMD", help="run the server as a subprocess")
-    common.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
-                        help="extra HTTP header (repeatable)")
-    common.add_argument("--json", action="store_true", help="print raw JSON results")
-    common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                        help="deadline for the whole call, answers included "
-                             f"(default {DEFAULT_TIMEOUT:g}; 0 for none)")
-    common.add_argument("--max-rounds", type=int, default=10, help="MRTR round cap (default 10)")
-    common.add_argument("--sampler", metavar="CMD",
-                        help="answer sampling by piping the prompt to CMD (else you type it)")
-    common.add_argument("--root", action="append", default=[], metavar="PATH",
-                        help="expose PATH as a root (repeatable)")
-    common.add_argument("--server-log", action="store_true",
-                        help="show the --stdio server's stderr")
-    for name, (command, summary) in _COMMANDS.items():
-        sub = subparsers.add_parser(name, parents=[common], help=summary, description=summary)
-        sub.set_defaults(run=_runner(command))
+    for name, spec in _COMMANDS.items():
+        args = f" {spec.arguments}" if spec.arguments else ""
+        sub = subparsers.add_parser(
+            name, help=spec.summary, description=spec.summary,
+            usage=f"mrtr {name} URL{args} [options]\n       mrtr {name} --stdio CMD{args} "
+                  "[options]",
+            epilog=_EPILOG.format(
+                name=name, example=spec.example, values=_VALUES if name == "call" else "",
+                declined=", 3 you declined a question" if name == "call" else ""),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        _options(sub, rounds=spec.rounds)
+        sub.set_defaults(run=_runner(spec.run))
+
+
+def _options(sub: argparse.ArgumentParser, *, rounds: bool) -> None:
+    sub.add_argument("items", nargs="*", metavar="ARG",
+                     help="the server URL (none with --stdio), then the command's arguments")
+    sub.add_argument("--stdio", metavar="CMD", help="run the server as a subprocess")
+    sub.add_argument("--server-log", action="store_true",
+                     help="show the --stdio server's stderr as it runs (else only its last "
+                          "lines, if it exits)")
+    sub.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
+                     help="extra HTTP header (repeatable)")
+    sub.add_argument("--json", action="store_true", help="print raw JSON (errors too)")
+    sub.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                     help="deadline for the whole command, answers included "
+                          f"(default {DEFAULT_TIMEOUT:g}; 0 for none)")
+    if not rounds:
+        sub.set_defaults(max_rounds=10, sampler=None, root=[])
+        return
+    sub.add_argument("--max-rounds", type=int, default=10, metavar="N",
+                     help="MRTR round cap (default 10)")
+    sub.add_argument("--sampler", metavar="CMD",
+                     help="answer sampling by piping the prompt to CMD (else you type it)")
+    sub.add_argument("--root", action="append", default=[], metavar="PATH",
+                     help="expose PATH as a root (repeatable)")
 
 
 def _runner(command: Command) -> Callable[[argparse.Namespace], int]:
@@ -137,44 +169,76 @@ async def _main(command: Command, args: argparse.Namespace) -> int:
     console = StdConsole()
     try:
         client = _client(args, items, console)
-    except ValueError as exc:
-        console.write(f"mrtr: {exc}")
-        return 2
-    try:
         async with client:
             result = await command(client, args, items)
-    except ValueError as exc:
-        console.write(f"mrtr: {exc}")
-        return 2
-    except ProtocolError as exc:
-        console.write(f"mrtr: server error {exc.code}: {escape(exc.message, newlines=False)}")
-        return 1
-    except (ClientError, TransportError) as exc:
-        console.write(f"mrtr: {escape(str(exc), newlines=False)}")
-        return 1
-    except TimeoutError as exc:
-        console.write(f"mrtr: timed out: {exc}" if str(exc) else "mrtr: timed out")
-        return 1
-    if args.json:
-        text = msgspec.json.format(msgspec.json.encode(result), indent=2).decode("utf-8")
-        print(escape_json(text))
-    else:
-        print(render(result))
-    return 1 if getattr(result, "is_error", UNSET) is True else 0
+    except (ValueError, ProtocolError, ClientError, TransportError, TimeoutError) as exc:
+        return _report(exc, console, as_json=args.json)
+    failed = getattr(result, "is_error", UNSET) is True
+    refused = getattr(client.handlers.elicitation, "refused", None)
+    if failed and refused is not None and isinstance(result, CallToolResult):
+        # The tool stopped because the user said no: a choice, not a tool failure.
+        print(_json(result) if args.json else render(replace(result, is_error=UNSET)))
+        verb = "declined" if refused == "decline" else "cancelled"
+        console.write(f"mrtr: you {verb} a question, so the tool stopped")
+        return 3
+    print(_json(result) if args.json else render(result))
+    return 1 if failed else 0
+
+
+def _report(exc: Failure, console: StdConsole, *, as_json: bool) -> int:
+    """Write why the command failed (stderr; also JSON on stdout with --json); its exit status."""
+    lines = _explain(exc)
+    for line in lines:
+        console.write(line)
+    if as_json:
+        error: dict[str, object] = {"message": "\n".join(lines).removeprefix("mrtr: ")}
+        if isinstance(exc, ProtocolError):
+            error = {"code": exc.code, "message": exc.message, **_data(exc.data)}
+        print(_json({"error": error}))
+    return 2 if isinstance(exc, ValueError) else 1
+
+
+def _explain(exc: Failure) -> list[str]:
+    """The lines on stderr for a failure (server text escaped, one line each)."""
+    if isinstance(exc, ValueError):
+        return [f"mrtr: {exc}"]
+    if isinstance(exc, ProtocolError):
+        return [f"mrtr: server error {exc.code}: {escape(str(exc), newlines=False)}"]
+    if isinstance(exc, ServerExited):
+        tail = [f"  {escape(line, newlines=False)}" for line in exc.stderr_tail]
+        return [f"mrtr: the server exited with code {exc.code}"
+                + ("; the end of its stderr:" if tail else ""), *tail]
+    if isinstance(exc, TimeoutError):
+        return [f"mrtr: timed out: {exc}" if str(exc) else "mrtr: timed out"]
+    return [f"mrtr: {escape(str(exc), newlines=False)}"]
+
+
+def _data(data: object) -> dict[str, object]:
+    return {} if data is None else {"data": data}
+
+
+def _json(value: object) -> str:
+    return escape_json(msgspec.json.format(msgspec.json.encode(value), indent=2).decode("utf-8"))
 
 
 def _client(args: argparse.Namespace, items: list[str], console: StdConsole) -> Client:
-    """Build the Client; consumes the URL from `items` unless --stdio is given."""
+    """Build the Client; consumes the URL from `items` unless --stdio is given.
+
+    Raises ValueError for a usage error (nothing is started yet).
+    """
     if args.stdio:
-        stderr = None if args.server_log else subprocess.DEVNULL
+        if items and is_url(items[0]):
+            raise ValueError("give the server URL or --stdio 'CMD', not both")
+        stderr = None if args.server_log else TAIL
         transport: HTTPTransport | StdioTransport = StdioTransport(args.stdio, stderr=stderr)
         server = "The server"
     else:
         if not items:
-            raise ValueError("give a server URL or --stdio 'CMD'")
-        url = items.pop(0)
+            raise ValueError("give the server URL (http://HOST:PORT/PATH) or --stdio 'CMD'")
+        url = check_url(items.pop(0))
         transport = HTTPTransport(url, headers=_headers(args.header))
         server = url
+    check_sampler(args.sampler)
     roots = [Root(uri=Path(p).resolve().as_uri(), name=Path(p).resolve().name)
              for p in args.root]
     handlers = Handlers(

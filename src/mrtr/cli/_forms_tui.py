@@ -177,12 +177,46 @@ def _describe(name: str, prop: Mapping[str, object], required: bool) -> tuple[st
         kind = "choices, comma-separated"
     elif kind == "boolean":
         kind = "y/n"
-    hints = [kind] + ([_line(prop["format"])] if "format" in prop else [])
+    hints = [kind] + ([_line(prop["format"])] if "format" in prop else []) + _limits(prop)
     if "default" in prop:
         hints.append(f"default {_line(json.dumps(prop['default'], ensure_ascii=False))}")
     elif not required:
         hints.append("optional")
     return heading, f"  {_line(name)} ({', '.join(hints)}): "
+
+
+def _limits(prop: Mapping[str, object]) -> list[str]:
+    """The field's constraints as hints, shown before the first answer: `1 to 5`, ..."""
+    kind = prop.get("type")
+    if kind in ("integer", "number"):
+        span = _span(_bound(prop, "minimum", "exclusiveMinimum", ">"),
+                     _bound(prop, "maximum", "exclusiveMaximum", "<"))
+        return [span] if span else []
+    if kind == "string":
+        span = _span(_bound(prop, "minLength"), _bound(prop, "maxLength"))
+        return [f"{span} characters"] if span else []
+    if kind == "array":
+        span = _span(_bound(prop, "minItems"), _bound(prop, "maxItems"))
+        return [f"pick {span}"] if span else []
+    return []
+
+
+def _bound(prop: Mapping[str, object], key: str, exclusive: str = "", sign: str = "") -> str:
+    """`5` for an inclusive bound, `> 5` for an exclusive one, "" for none."""
+    for name, prefix in ((key, ""), (exclusive, sign + " ")):
+        value = prop.get(name) if name else None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return prefix + _line(json.dumps(value))
+    return ""
+
+
+def _span(low: str, high: str) -> str:
+    """`1 to 5`, `at least 1`, `at most 5`, `> 0, < 1`, or "" without bounds."""
+    exact = [bool(b) and not b.startswith(("<", ">")) for b in (low, high)]
+    if all(exact):
+        return f"{low} to {high}"
+    words = [f"at least {low}" if exact[0] else low, f"at most {high}" if exact[1] else high]
+    return ", ".join(w for w in words if w)
 
 
 class TerminalForms:
@@ -191,6 +225,7 @@ class TerminalForms:
     def __init__(self, console: Console, *, server: str = "The server") -> None:
         self.console = console
         self.server = server
+        self.refused: str | None = None  # "decline" or "cancel" once the user refused a form
 
     async def __call__(self, params: ElicitRequestParams, /) -> ElicitResult:
         try:
@@ -198,6 +233,7 @@ class TerminalForms:
                 return self._url(params)
             return self._form(params)
         except _Stop as stop:
+            self.refused = stop.action
             self.console.write(f"  ({stop.action}d)" if stop.action == "decline" else
                                "  (cancelled)")
             return ElicitResult(action="decline" if stop.action == "decline" else "cancel")
@@ -300,10 +336,13 @@ class TerminalSampler:
 
     async def _run(self, prompt: str) -> str:
         assert self.command is not None
-        proc = await asyncio.create_subprocess_exec(
-            *shlex.split(self.command), stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *shlex.split(self.command), stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
+        except OSError as exc:
+            raise InputRefused(f"cannot run the sampler {self.command!r}: {exc}") from None
         try:
             out, _ = await proc.communicate(prompt.encode("utf-8"))
         except asyncio.CancelledError:  # the call's deadline: the sampler must not outlive it

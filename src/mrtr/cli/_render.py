@@ -56,18 +56,39 @@ def _item(item: object) -> str:
         props = item.input_schema.get("properties") or {}
         required = set(item.input_schema.get("required") or [])
         args = ", ".join(
-            f"{n}{'' if n in required else '?'}: {p.get('type', 'any')}"
+            f"{n}{'' if n in required else '?'}: {_kind(p)}"
             for n, p in props.items() if isinstance(p, dict)
         )
         return f"{item.name}({args})" + _about(item.description)
     if isinstance(item, Prompt):
-        names = [a.name for a in item.arguments] if item.arguments is not UNSET else []
+        listed = item.arguments if item.arguments is not UNSET else []
+        names = [a.name + ("" if a.required is True else "?") for a in listed]
         return f"{item.name}({', '.join(names)})" + _about(item.description)
     if isinstance(item, Resource):
         return f"{item.uri}  {item.name}" + _about(item.description)
     if isinstance(item, ResourceTemplate):
         return f"{item.uri_template}  {item.name} (template)" + _about(item.description)
     return str(item)
+
+
+def _kind(prop: dict[str, object]) -> str:
+    """A parameter's type as a short text: `string`, `"red"|"blue"`, `integer|null`, `any`."""
+    values = prop.get("enum")
+    if isinstance(values, list) and values:
+        return "|".join(json.dumps(v, ensure_ascii=False) for v in values)
+    if "const" in prop:
+        return json.dumps(prop["const"], ensure_ascii=False)
+    declared = prop.get("type")
+    if isinstance(declared, str):
+        return declared
+    if isinstance(declared, list) and declared:
+        return "|".join(str(t) for t in declared)
+    options = [o for k in ("anyOf", "oneOf") for o in _options(prop.get(k))]
+    return "|".join(_kind(o) for o in options) if options else "any"
+
+
+def _options(value: object) -> list[dict[str, object]]:
+    return [o for o in value if isinstance(o, dict)] if isinstance(value, list) else []
 
 
 def _about(description: str | object) -> str:

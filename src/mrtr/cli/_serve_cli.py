@@ -3,9 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 __all__ = ["register"]
+
+EPHEMERAL_ENV = "MRTR_EPHEMERAL_KEY"
+
+_SERVE_EXAMPLES = """\
+examples:
+  mrtr serve examples.bookings:app                 module:attribute, from the working directory
+  mrtr serve examples/bookings.py:app --port 9000  file.py:attribute
+  mrtr serve app.py:app --port 0                   any free port (the log shows which)
+  mrtr serve app.py:app --stdio                    for `mrtr call --stdio` and desktop clients
+  MRTR_STATE_KEYS=$(mrtr keys generate) mrtr serve app.py:app --host 0.0.0.0 \\
+      --workers 4 --allow-host mcp.example.com
+
+TARGET is a Server, a Dispatcher, an ASGI app (e.g. an McpApp) or a zero-argument function
+returning one. requestState keys come from MRTR_STATE_KEYS (comma-separated, newest first).
+Without it, one process on a loopback address (or --stdio) keeps its key in
+$XDG_STATE_HOME/mrtr/requeststate.key (~/.local/state/...), mode 0600, so a restart keeps
+forms in progress alive; --ephemeral-key or MRTR_EPHEMERAL_KEY=1 uses a fresh key instead.
+"""
+
+_KEYS_EXAMPLES = """\
+examples:
+  mrtr keys generate                                      print a new key
+  export MRTR_STATE_KEYS=$(mrtr keys generate)            one key for every worker/replica
+  MRTR_STATE_KEYS="$(mrtr keys generate),$OLD" mrtr serve app.py:app   rotate: new key first
+"""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -13,35 +39,56 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve = subparsers.add_parser(
         "serve",
         help="serve a Server over Streamable HTTP (uvicorn) or stdio",
-        description="Serve module:attribute or path/to/file.py:attribute (a Server, a Dispatcher "
-        "or a factory of either). requestState keys come from MRTR_STATE_KEYS "
-        "(comma-separated, newest first).",
+        description="Serve TARGET over Streamable HTTP (uvicorn) or, with --stdio, over "
+        "stdin/stdout.",
+        epilog=_SERVE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    serve.add_argument("target", help="module:attribute or file.py:attribute, "
+    serve.add_argument("target", metavar="TARGET", help="module:attribute or file.py:attribute, "
                        "e.g. examples.bookings:app or examples/bookings.py:app")
-    serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
-    serve.add_argument("--workers", type=_positive, default=1, help="worker processes")
-    serve.add_argument("--path", default="/mcp", help="the MCP endpoint path (default /mcp)")
-    serve.add_argument("--stdio", action="store_true", help="serve stdin/stdout instead of HTTP")
-    serve.add_argument("--allow-host", action="append", default=None, metavar="HOST[:PORT]",
-                       help="also accept this host name in Host/Origin, on any port unless one "
-                       "is given (repeatable; loopback names are always accepted)")
-    serve.add_argument("--debug-worker-header", action="store_true",
-                       help="add Mcp-Debug-Worker: <pid> to HTTP replies (testing)")
+    serve.add_argument("--stdio", action="store_true",
+                       help="serve stdin/stdout instead of HTTP (the HTTP options do not apply)")
     serve.add_argument("--log-level", default="info",
                        choices=["critical", "error", "warning", "info", "debug"])
+    http = serve.add_argument_group("HTTP options")
+    http.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    http.add_argument("--port", type=int, default=8000,
+                      help="TCP port, 0..65535; 0 picks a free one (default 8000)")
+    http.add_argument("--path", default="/mcp", help="the MCP endpoint path (default /mcp)")
+    http.add_argument("--workers", type=int, default=1,
+                      help="worker processes (default 1; more need MRTR_STATE_KEYS to keep "
+                      "flows across restarts)")
+    http.add_argument("--allow-host", action="append", default=None, metavar="HOST[:PORT]",
+                      help="also accept this host name in Host/Origin, on any port unless one "
+                      "is given (repeatable; loopback names are always accepted)")
+    http.add_argument("--debug-worker-header", action="store_true",
+                      help="add Mcp-Debug-Worker: <pid> to HTTP replies (testing)")
+    keys = serve.add_argument_group("requestState keys")
+    keys.add_argument("--ephemeral-key", action="store_true",
+                      help="without MRTR_STATE_KEYS, use a fresh key for this run instead "
+                      f"of the per-user key file (or set {EPHEMERAL_ENV}=1)")
     serve.set_defaults(run=_run_serve)
 
-    keys = subparsers.add_parser("keys", help="manage requestState keys")
-    actions = keys.add_subparsers(dest="action", metavar="ACTION", required=True)
-    generate = actions.add_parser("generate", help="print a new random key (for MRTR_STATE_KEYS)")
+    manage = subparsers.add_parser(
+        "keys", help="manage requestState keys",
+        description="Make keys for MRTR_STATE_KEYS (comma-separated, newest first: the first "
+        "key seals, every key opens).",
+        epilog=_KEYS_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = manage.add_subparsers(dest="action", metavar="ACTION", required=True)
+    generate = actions.add_parser(
+        "generate", help="print a new random key (for MRTR_STATE_KEYS)",
+        description="Print a new random 32-byte key as unpadded base64url.",
+        epilog=_KEYS_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     generate.set_defaults(run=_run_generate)
 
 
 def _run_serve(args: argparse.Namespace) -> int:
+    from mrtr.transports._keyfile import default_key_file
     from mrtr.transports._serve import serve
 
+    ephemeral = args.ephemeral_key or os.environ.get(EPHEMERAL_ENV, "") not in ("", "0")
     stdout = sys.stdout
     if args.stdio:
         # stdout belongs to the protocol: stray print() calls in tools must not corrupt it.
@@ -54,15 +101,25 @@ def _run_serve(args: argparse.Namespace) -> int:
             workers=args.workers,
             path=args.path,
             stdio=args.stdio,
+            key_file=None if ephemeral else default_key_file(os.environ),
             allowed_hosts=args.allow_host,
             expose_worker=args.debug_worker_header,
             log_level=args.log_level,
         )
     except (ValueError, ImportError, AttributeError) as exc:
-        print(f"mrtr serve: {exc}", file=sys.stderr)
+        print(f"mrtr serve: {_flagged(exc)}", file=sys.stderr)
         return 2
     finally:
         sys.stdout = stdout  # main() may be called in-process (tests, embedding)
+
+
+def _flagged(exc: Exception) -> str:
+    """serve()'s settings errors name parameters; on the command line they are options."""
+    text = str(exc)
+    for name in ("port", "workers", "path"):
+        if text.startswith(f"{name} must "):
+            return f"--{text}"
+    return text
 
 
 def _run_generate(args: argparse.Namespace) -> int:
@@ -70,10 +127,3 @@ def _run_generate(args: argparse.Namespace) -> int:
 
     print(generate_key())
     return 0
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value

@@ -26,6 +26,7 @@ from mrtr.protocol import (
     CallToolRequest,
     CallToolRequestParams,
     CallToolResult,
+    ClientCapabilities,
     CompleteRequest,
     CompleteRequestParams,
     CompleteResult,
@@ -104,7 +105,8 @@ def _default_info() -> Implementation:
 class Client:
     """An MCP 2026-07-28 client over any Transport; use as an async context manager.
 
-    `handlers` decide the declared capabilities; `max_rounds` caps MRTR rounds per call;
+    `handlers` decide the declared capabilities unless `capabilities` is given (for manual
+    stepping, where no handler answers); `max_rounds` caps MRTR rounds per call;
     `timeout` (seconds, None for no deadline) bounds each whole call, all pages, rounds and
     handlers included (raises TimeoutError); `limits` caps pages and input requests.
     """
@@ -114,6 +116,7 @@ class Client:
         transport: Transport,
         *,
         handlers: Handlers | None = None,
+        capabilities: ClientCapabilities | None = None,
         max_rounds: int = 10,
         timeout: float | None = DEFAULT_TIMEOUT,
         limits: ClientLimits | None = None,
@@ -122,6 +125,7 @@ class Client:
     ) -> None:
         self.transport = transport
         self.handlers = handlers or Handlers()
+        self.capabilities = capabilities  # None: follow the handlers
         self.max_rounds = max_rounds
         self.timeout = timeout
         self.limits = limits or ClientLimits()
@@ -318,7 +322,8 @@ class Client:
         token: ProgressToken | UnsetType = f"progress-{next(self._tokens)}" if progress else UNSET
         return RequestMeta(
             protocol_version=self.protocol_version,
-            client_capabilities=self.handlers.capabilities(),
+            client_capabilities=(self.capabilities if self.capabilities is not None
+                                 else self.handlers.capabilities()),
             client_info=self.client_info,
             progress_token=token,
         )

@@ -1,8 +1,10 @@
-"""Dispatcher: the one place where requests meet handlers and exceptions become wire errors."""
+"""Dispatcher: the one place where requests meet handlers; every failure becomes a reply."""
 
 # Design: check order follows FIXTURES §3.1 — decode (ParseError, InvalidRequest, missing _meta),
 # headers (HeaderMismatch), version (-32022), method (-32601), capability (-32021), then params.
-# Transports call `receive` then `handle` and write `Reply.body` with `Reply.http_status`.
+# Transports call `receive` then `handle` and write `Reply.body` with `Reply.http_status`; the
+# body is encoded inside `handle`, so a result JSON cannot carry is a -32603 reply like any
+# other failure (_failures.py decides which error), never a transport crash or a silent hang.
 from __future__ import annotations
 
 import logging
@@ -32,6 +34,7 @@ from mrtr.protocol import (
     encode_result,
 )
 from mrtr.server._asks import Suspend
+from mrtr.server._failures import wire_error
 from mrtr.server._listing import Lister
 from mrtr.server._peer import NotificationSink, Peer
 from mrtr.server._registry import Server
@@ -54,9 +57,13 @@ _NAME_ATTRIBUTE = {
 
 
 class Reply:
-    """One JSON-RPC response: a result or an error, ready to encode."""
+    """One JSON-RPC response, a result or an error, encoded when it is made.
 
-    __slots__ = ("error", "request_id", "result")
+    Raises TypeError or ValueError when the result holds what JSON cannot carry (the Dispatcher
+    answers -32603 instead), so a transport only ever writes `body`.
+    """
+
+    __slots__ = ("body", "error", "request_id", "result")
 
     def __init__(
         self,
@@ -67,6 +74,11 @@ class Reply:
         self.request_id = request_id
         self.result = result
         self.error = error
+        if error is not None:
+            self.body = encode_error(request_id, error)
+        else:
+            assert result is not None
+            self.body = encode_result(request_id, result)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return f"Reply({self.request_id!r}, result={self.result!r}, error={self.error!r})"
@@ -74,13 +86,6 @@ class Reply:
     @property
     def http_status(self) -> int:
         return self.error.http_status if self.error is not None else 200
-
-    @property
-    def body(self) -> bytes:
-        if self.error is not None:
-            return encode_error(self.request_id, self.error)
-        assert self.result is not None
-        return encode_result(self.request_id, self.result)  # type: ignore[arg-type]
 
 
 class Dispatcher:
@@ -143,21 +148,17 @@ class Dispatcher:
             route = self._routes.get(request.method)
             if route is None or not self._advertised(request.method):
                 raise MethodNotFound(f"Method not found: {request.method}")
-            result = await route(request, peer, sink)
-            return Reply(request.id, result)
-        except ProtocolError as exc:
-            self.log.info("request %r failed: %r", request.id, exc)
-            return Reply(request.id, error=exc)
-        except Suspend:
-            # Only the round engine turns an unanswered ask into InputRequiredResult; a handler
-            # of any other method (completion) that asks is a server bug (DIGEST §2.2).
-            self.log.error("%s handler asked for input, which it may not", request.method)
-            return Reply(request.id, error=InternalError())
-        except Exception:
-            self.log.exception("internal error serving %s", request.method)
-            return Reply(request.id, error=InternalError())
-        except BaseExceptionGroup:  # e.g. an ask inside a task group of a completion handler
-            self.log.exception("internal error serving %s", request.method)
+            return Reply(request.id, await route(request, peer, sink))  # encoded here: see Reply
+        except (Exception, Suspend, BaseExceptionGroup) as exc:
+            # BaseExceptionGroup: e.g. an ask inside a task group of a completion handler.
+            return self._failed(request, exc)
+
+    def _failed(self, request: Message, exc: BaseException) -> Reply:
+        error = wire_error(exc, _describe(request), self.log)
+        try:
+            return Reply(request.id, error=error)
+        except (TypeError, ValueError) as bad:  # a handler's ProtocolError JSON cannot carry
+            self.log.error("%s: cannot encode %r", _describe(request), error, exc_info=bad)
             return Reply(request.id, error=InternalError())
 
     async def handle_bytes(
@@ -258,3 +259,11 @@ class Dispatcher:
                 meta=self.result_meta,
             )
         return CompleteResult(completion=Completion(values=values), meta=self.result_meta)
+
+
+def _describe(request: Message) -> str:
+    """The request's id, method and target (tool, prompt or URI), for the log."""
+    field = _NAME_ATTRIBUTE.get(request.method)
+    target = getattr(getattr(request, "params", None), field, None) if field is not None else None
+    what = f"{request.method} {target}" if target is not None else request.method
+    return f"request {request.id!r} ({what})"

@@ -1,8 +1,9 @@
 """Runner: the methods that may take several rounds (tools/call, prompts/get, resources/read)."""
 
 # Design: each method builds a Binding factory (computed only when a state is opened or sealed),
-# opens the flow, runs the handler through the round engine and shapes the result. Failures inside
-# a tool become `isError` results; inside prompts and resources they become frozen -32603 errors.
+# opens the flow, runs the handler through the round engine and shapes the result. A tool's
+# failure becomes its `isError` result here; prompts and resources let theirs reach the
+# Dispatcher. Both go through _failures.py, the one place that decides what the client sees.
 from __future__ import annotations
 
 import logging
@@ -11,7 +12,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from mrtr.errors import InternalError, InvalidParams, ProtocolError
+from mrtr.errors import InvalidParams
 from mrtr.protocol import (
     UNSET,
     CallToolRequest,
@@ -22,19 +23,12 @@ from mrtr.protocol import (
     ReadResourceRequest,
     ReadResourceResult,
 )
-from mrtr.server._asks import Declined
 from mrtr.server._context import Context
+from mrtr.server._failures import tool_failure
 from mrtr.server._peer import NotificationSink, Peer
 from mrtr.server._registry import Server, ToolEntry
-from mrtr.server._results import (
-    ToolError,
-    checked_tool_result,
-    prompt_result,
-    resource_contents,
-    tool_error,
-)
+from mrtr.server._results import checked_tool_result, prompt_result, resource_contents
 from mrtr.server._rounds import RoundEngine
-from mrtr.server._schema import ArgumentsInvalid
 from mrtr.server._sealing import Binding, digest_arguments
 
 __all__ = ["Runner"]
@@ -98,17 +92,8 @@ class Runner:
 
         try:
             out = await self._run(request, peer, sink, params.name, arguments, invoke)
-        except ProtocolError:
-            raise
-        except ArgumentsInvalid as exc:
-            out = tool_error(str(exc))
-        except Declined as exc:
-            out = tool_error(str(exc))
-        except ToolError as exc:
-            out = tool_error(str(exc))
-        except Exception:
-            self._log.exception("tool %s failed", params.name)
-            out = tool_error(f"Tool {params.name} failed.")
+        except Exception as exc:
+            out = tool_failure(exc, params.name, self._log)  # a ProtocolError is re-raised
         if isinstance(out, InputRequiredResult):
             return _with_meta(out, self._meta)
         result = checked_tool_result(params.name, out, entry.check_output, self._log)
@@ -132,9 +117,7 @@ class Runner:
         async def invoke(ctx: Context) -> Any:
             return await (entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args))
 
-        out = await self._guarded(
-            self._run(request, peer, sink, params.name, arguments, invoke), params.name
-        )
+        out = await self._run(request, peer, sink, params.name, arguments, invoke)
         if isinstance(out, InputRequiredResult):
             return _with_meta(out, self._meta)
         description = entry.prompt.description
@@ -158,7 +141,7 @@ class Runner:
             call = entry.call
             return await (call(ctx, **variables) if entry.wants_ctx else call(**variables))
 
-        out = await self._guarded(self._run(request, peer, sink, uri, None, invoke), uri)
+        out = await self._run(request, peer, sink, uri, None, invoke)
         if isinstance(out, InputRequiredResult):
             return _with_meta(out, self._meta)
         cache = self._server.cache
@@ -170,17 +153,6 @@ class Runner:
             cache_scope="private" if retried else cache.scope,  # type: ignore[arg-type]
             meta=self._meta,
         )
-
-    async def _guarded(self, run: Awaitable[Any], target: str) -> Any:
-        try:
-            return await run
-        except ProtocolError:
-            raise
-        except Declined as exc:
-            raise InvalidParams(str(exc)) from exc
-        except Exception as exc:
-            self._log.exception("handler for %s failed", target)
-            raise InternalError() from exc
 
 
 class _LazyBinding:

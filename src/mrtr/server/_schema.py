@@ -61,7 +61,6 @@ class ToolSignature:
     input_schema: dict[str, object]
     args_type: type[msgspec.Struct]
     param_names: tuple[str, ...]
-    headers: Mapping[str, str]  # parameter → x-mcp-header name
     ask_if_missing: Mapping[str, tuple[str, dict[str, object]]]  # param → (message, property)
 
 
@@ -160,11 +159,35 @@ def signature_schema(fn: Callable[..., object], *, skip: Collection[str]) -> Too
         props[name]["default"] = value
     for name, header_name in headers.items():
         props[name]["x-mcp-header"] = header_name
+    for name, annotation, _ in fields:
+        _keep_declared_order(annotation, props.get(name))
     schema: dict[str, object] = {"type": "object", "properties": props,
                                  "required": body.get("required", [])}
     if "$defs" in body:
         schema["$defs"] = body["$defs"]
-    return ToolSignature(schema, args_type, tuple(f[0] for f in fields), headers, asks)
+    return ToolSignature(schema, args_type, tuple(f[0] for f in fields), asks)
+
+
+def _keep_declared_order(annotation: object, prop: object) -> None:
+    """Put a Literal's choices back in the order the author wrote them (msgspec sorts them)."""
+    if typing.get_origin(annotation) is Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) is typing.Literal:
+        choices = list(dict.fromkeys(typing.get_args(annotation)))
+        _reorder(prop, choices)
+        return
+    for arg in typing.get_args(annotation):  # Optional[Literal[...]] and other unions
+        _keep_declared_order(arg, prop)
+
+
+def _reorder(prop: object, choices: list[object]) -> None:
+    if not isinstance(prop, dict):
+        return
+    enum = prop.get("enum")
+    if isinstance(enum, list) and sorted(map(repr, enum)) == sorted(map(repr, choices)):
+        prop["enum"] = choices
+    for branch in prop.get("anyOf", ()):
+        _reorder(branch, choices)
 
 
 def _ask(p: inspect.Parameter, annotation: object,

@@ -352,7 +352,8 @@ class Sealer:
             raise self._reject("too short")
         key = self._keys.get(blob[:_KID])
         if key is None:
-            raise self._reject("unknown kid")
+            raise self._reject("sealed by a key this server does not have: "
+                               "restarted with a new key or keys rotated?")
         view = memoryview(blob)
         try:
             plain = key[0].decrypt(view[_KID : _KID + _NONCE], view[_KID + _NONCE :], key[1])

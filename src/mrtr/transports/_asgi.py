@@ -18,7 +18,7 @@ from typing import Any
 
 from mrtr.errors import InternalError, InvalidRequest, ProtocolError
 from mrtr.protocol import encode_error
-from mrtr.server import Dispatcher, Peer, Reply, SessionServer
+from mrtr.server import Dispatcher, Peer, Reply
 from mrtr.transports._exchange import Exchange
 from mrtr.transports._hosts import HostCheck
 from mrtr.transports._session_http import SessionEndpoint, session_era
@@ -96,8 +96,7 @@ class McpApp:
         )
         self._loop_seen: tuple[asyncio.AbstractEventLoop, int] | None = None
         self.sessions: SessionEndpoint | None = (
-            SessionEndpoint(self, SessionServer(dispatcher, ask_timeout=ask_timeout))
-            if sessions else None
+            SessionEndpoint(self, ask_timeout=ask_timeout) if sessions else None
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

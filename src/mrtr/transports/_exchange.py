@@ -88,6 +88,9 @@ class Exchange:
             if self.reason is None:
                 raise  # the server is shutting down: not ours to swallow
             reply = None
+        except Exception:  # a Dispatcher bug: still answer, with the id (or as the last event)
+            app.log.exception("request %r: no reply from the dispatcher", message.id)
+            reply = Reply(message.id, error=InternalError())
         finally:
             self.finished = True
             timer.cancel()

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 __all__ = ["LOOPBACK", "HostCheck"]
 
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+_WILDCARD = {"0.0.0.0": "127.0.0.1", "[::]": "[::1]"}  # bind addresses -> what to connect to
 _REMEMBERED = 64  # distinct Host values judged once; a client sending junk cannot grow this
 
 
@@ -36,7 +37,7 @@ class HostCheck:
         """None when the request may proceed, else the 403 message saying what to configure."""
         host = headers.get("host", "").strip().lower()
         if not self.allowed(host):
-            return _advice("Host", host, split_host(host)[0])
+            return _advice("Host", host, *split_host(host))
         origin = headers.get("origin")
         if origin is None:
             return None
@@ -47,7 +48,7 @@ class HostCheck:
         ):
             return None
         web = sep and scheme in ("http", "https")
-        return _advice("Origin", origin, split_host(rest)[0] if web else "")
+        return _advice("Origin", origin, *(split_host(rest) if web else ("", "")))
 
     def allowed(self, host: str) -> bool:
         """Whether `host` (`name[:port]`, lower-cased) is on the allow-list."""
@@ -77,9 +78,16 @@ def split_host(host: str) -> tuple[str, str]:
     return name, port
 
 
-def _advice(header: str, value: str, name: str) -> str:
+def _advice(header: str, value: str, name: str, port: str) -> str:
     shown = value if len(value) <= 100 else value[:100] + "..."
     if not name or len(name) > 100 or not name.isprintable() or " " in name:
         return f"Forbidden: {header} {shown!r} not allowed"
+    if name in _WILDCARD:
+        # Design: the wildcard bind address is never a legitimate host name, so it is not
+        # accepted by default and the advice is to connect to a real name instead.
+        at = f":{port}" if port.isdigit() else ""
+        return (f"Forbidden: {header} {shown!r} not allowed; {name} is the wildcard bind "
+                f"address, not a host name: connect to {_WILDCARD[name]}{at} or localhost{at}, "
+                f"or to a name given to mrtr serve with --allow-host NAME (McpApp: allowed_hosts)")
     return (f"Forbidden: {header} {shown!r} not allowed; start mrtr serve with "
             f"--allow-host {name} (McpApp: allowed_hosts)")

@@ -8,6 +8,7 @@
 # comments end an event too); time is bounded by the Client's deadline, not here.
 from __future__ import annotations
 
+import socket
 from collections.abc import Mapping
 
 import httpx
@@ -97,15 +98,39 @@ class HTTPTransport:
                     return body
                 raise TransportError(
                     f"HTTP {reply.status_code} from {self.url}: not an MCP reply "
-                    f"({kind or 'no content type'})"
+                    f"({kind or 'no content type'})" + _excerpt(body)
                 )
-        except httpx.HTTPError as exc:
+        except httpx.ConnectError as exc:
+            raise TransportError(f"cannot connect to {self.url}: {_reason(exc)}") from exc
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise TransportError(f"HTTP request to {self.url} failed: {exc}") from exc
 
     async def aclose(self) -> None:
         """Close the httpx client if this transport created it."""
         if self._owned:
             await self._client.aclose()
+
+
+def _excerpt(body: bytes, limit: int = 200) -> str:
+    """`: <the body's first characters>` on one line (it often says why), or "" when empty."""
+    text = " ".join(body[: limit * 4].decode("utf-8", "replace").split())
+    if not text:
+        return ""
+    return ": " + (text if len(text) <= limit else text[:limit] + "...")
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a connection failed, from the OS error under httpx's (often generic) message."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused (is the server running?)"
+        if isinstance(cause, socket.gaierror):
+            return f"unknown host ({cause.strerror or cause})"
+        cause = cause.__cause__ or cause.__context__
+    return f"{exc} (is the server running?)"
 
 
 async def _read_body(reply: httpx.Response, limit: int) -> bytes:

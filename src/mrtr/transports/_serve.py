@@ -11,16 +11,27 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import ipaddress
 import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-from mrtr.server import generate_key, parse_keys
+from mrtr.server import Dispatcher, Server, generate_key, parse_keys
 from mrtr.transports._asgi import McpApp
 from mrtr.transports._hosts import LOOPBACK
+from mrtr.transports._keyfile import read_or_create_key
 from mrtr.transports._stdio_server import serve_stdio
-from mrtr.transports._target import KEYS_ENV, absolute_target, load_dispatcher
+from mrtr.transports._target import (
+    KEYS_ENV,
+    ASGIApp,
+    absolute_target,
+    load_dispatcher,
+    load_target,
+    with_keys,
+)
 
 __all__ = ["KEYS_ENV", "load_dispatcher", "serve"]
 
@@ -28,6 +39,7 @@ _TARGET_ENV = "MRTR_SERVE_TARGET"
 _PATH_ENV = "MRTR_SERVE_PATH"
 _HOSTS_ENV = "MRTR_SERVE_ALLOWED_HOSTS"
 _WORKER_ENV = "MRTR_SERVE_EXPOSE_WORKER"
+_WILDCARDS = ("0.0.0.0", "::", "")
 log = logging.getLogger("mrtr.serve")
 _STICKY = (
     "%d workers: 2025 clients (initialize sessions) need every request of a session on one "
@@ -46,44 +58,94 @@ def serve(
     path: str = "/mcp",
     stdio: bool = False,
     keys: Sequence[bytes] | None = None,
+    key_file: Path | None = None,
     allowed_hosts: Sequence[str] | None = None,
     expose_worker: bool = False,
     log_level: str = "info",
 ) -> int:
     """Serve `target` (`module:attribute` or `file.py:attribute`) until SIGINT/SIGTERM or EOF.
 
-    `keys` default to `MRTR_STATE_KEYS`. The loopback names and `host` are accepted in Host and
-    Origin on any port, plus `allowed_hosts` (`name` or `name:port`). Returns the process exit
-    status. Raises ValueError for a bad target or key.
+    `keys` default to `MRTR_STATE_KEYS`; without them, one process on a loopback address or
+    stdio keeps its key in `key_file` (when given), so a restart keeps flows alive. The loopback
+    names and `host` are accepted in Host and Origin on any port, plus `allowed_hosts` (`name`
+    or `name:port`). `port` 0 picks a free port. Returns the process exit status. Raises
+    ValueError for a bad setting, target or key.
     """
+    _check_settings(port, workers, path)
     _import_path()
+    obj = load_target(target)  # fail early: before keys, sockets or worker processes
     if keys is None and os.environ.get(KEYS_ENV):
         keys = parse_keys(os.environ[KEYS_ENV])
+    if keys is None and key_file is not None and workers == 1 and (stdio or _is_loopback(host)):
+        keys = _file_keys(key_file)
     if stdio:
-        dispatcher = load_dispatcher(target, keys)
-        asyncio.run(serve_stdio(dispatcher))
+        asyncio.run(serve_stdio(_dispatcher(target, obj, keys)))
         return 0
     hosts = _allowed_hosts(host, allowed_hosts or ())
+    if not isinstance(obj, Server | Dispatcher) and (path != "/mcp" or allowed_hosts
+                                                     or expose_worker):
+        log.warning("%s is an ASGI app with its own settings: --path, --allow-host and "
+                    "--debug-worker-header do not apply to it", target)
+    shown = path if isinstance(obj, Server | Dispatcher) else _endpoint(obj)
     if workers > 1:
         return _serve_workers(target, host, port, workers, path, keys, hosts, expose_worker,
-                              log_level)
-    dispatcher = load_dispatcher(target, keys)
-    app = McpApp(dispatcher, path=path, allowed_hosts=hosts, expose_worker=expose_worker)
-    return _run_uvicorn(app, host=host, port=port, workers=1, log_level=log_level)
+                              log_level, shown)
+    app = _app(obj, keys, path, hosts, expose_worker)
+    return _run_uvicorn(app, host=host, port=port, workers=1, log_level=log_level, path=shown)
 
 
-def _worker_app() -> McpApp:
+def _worker_app() -> McpApp | ASGIApp:
     """uvicorn factory for worker processes: everything comes from the environment."""
     _import_path()
     env = os.environ
-    keys = parse_keys(env[KEYS_ENV])
-    hosts = [h for h in env.get(_HOSTS_ENV, "").split(",") if h] or None
-    return McpApp(
-        load_dispatcher(env[_TARGET_ENV], keys),
-        path=env.get(_PATH_ENV, "/mcp"),
-        allowed_hosts=hosts,
-        expose_worker=env.get(_WORKER_ENV) == "1",
-    )
+    hosts = [h for h in env.get(_HOSTS_ENV, "").split(",") if h]
+    target = env[_TARGET_ENV]
+    return _app(load_target(target), parse_keys(env[KEYS_ENV]),
+                env.get(_PATH_ENV, "/mcp"), hosts, env.get(_WORKER_ENV) == "1")
+
+
+def _check_settings(port: int, workers: int, path: str) -> None:
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be 0..65535 (0 picks a free port), got {port}")
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    if not path.startswith("/"):
+        raise ValueError(f"path must start with '/', got {path!r}")
+
+
+def _file_keys(key_file: Path) -> list[bytes] | None:
+    try:
+        key = read_or_create_key(key_file)
+    except (OSError, ValueError) as exc:
+        log.warning("cannot use the key file (%s): this run's requestState key is ephemeral", exc)
+        return None
+    log.info("requestState key kept in %s: flows survive a restart of this local server "
+             "(--ephemeral-key: a fresh key per run)", key_file)
+    return [key]
+
+
+def _dispatcher(target: str, obj: Server | Dispatcher | ASGIApp,
+                keys: Sequence[bytes] | None) -> Dispatcher:
+    if isinstance(obj, McpApp):
+        obj = obj.dispatcher
+    if not isinstance(obj, Server | Dispatcher):
+        raise ValueError(f"{target} is an ASGI app: serve it over HTTP, or name its Server")
+    return with_keys(obj, keys)
+
+
+def _endpoint(app: ASGIApp) -> str:
+    """The path to show for an ASGI app target: an McpApp knows its own."""
+    return app.path if isinstance(app, McpApp) else "/"
+
+
+def _app(obj: Server | Dispatcher | ASGIApp, keys: Sequence[bytes] | None,
+         path: str, hosts: Sequence[str], expose_worker: bool) -> McpApp | ASGIApp:
+    if isinstance(obj, Server | Dispatcher):
+        return McpApp(with_keys(obj, keys), path=path, allowed_hosts=hosts,
+                      expose_worker=expose_worker)
+    if isinstance(obj, McpApp) and keys:
+        obj.dispatcher = with_keys(obj.dispatcher, keys)  # states must open in every worker
+    return obj
 
 
 def _serve_workers(
@@ -96,6 +158,7 @@ def _serve_workers(
     hosts: Sequence[str],
     expose_worker: bool,
     log_level: str,
+    shown: str,
 ) -> int:
     if not keys:
         # Design: one key generated here and handed to every worker, so states cross workers.
@@ -104,7 +167,6 @@ def _serve_workers(
         os.environ[KEYS_ENV] = generate_key()
     else:
         os.environ[KEYS_ENV] = ",".join(k.hex() for k in keys)
-    load_dispatcher(target, parse_keys(os.environ[KEYS_ENV]))  # fail early, in the parent
     log.warning(_STICKY, workers)
     os.environ.update({
         _TARGET_ENV: absolute_target(target),  # workers may resolve a relative path elsewhere
@@ -113,10 +175,11 @@ def _serve_workers(
         _WORKER_ENV: "1" if expose_worker else "0",
     })
     return _run_uvicorn("mrtr.transports._serve:_worker_app", host=host, port=port,
-                        workers=workers, log_level=log_level)
+                        workers=workers, log_level=log_level, path=shown)
 
 
-def _run_uvicorn(app: McpApp | str, *, host: str, port: int, workers: int, log_level: str) -> int:
+def _run_uvicorn(app: McpApp | ASGIApp | str, *, host: str, port: int, workers: int,
+                 log_level: str, path: str) -> int:
     import uvicorn  # the ASGI server is an optional dependency (mrtr[cli])
 
     config = uvicorn.Config(
@@ -136,11 +199,39 @@ def _run_uvicorn(app: McpApp | str, *, host: str, port: int, workers: int, log_l
     if workers > 1:
         from uvicorn.supervisors import Multiprocess
 
-        Multiprocess(config, sockets=[config.bind_socket()]).run()
+        sock = config.bind_socket()
+        _announce(host, sock.getsockname()[1], path)
+        Multiprocess(config, sockets=[sock]).run()
         return 0
-    server = uvicorn.Server(config)
+
+    class Announcing(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started:  # the bound port: --port 0 picks one
+                _announce(host, self.servers[0].sockets[0].getsockname()[1], path)
+
+    server = Announcing(config)
     server.run()  # installs SIGINT/SIGTERM handlers for a graceful shutdown
     return 0 if server.started else 1
+
+
+def _announce(host: str, port: int, path: str) -> None:
+    """Log the URL a local client should use (a wildcard bind address is not a host name)."""
+    if host in _WILDCARDS:
+        shown = "[::1]" if host == "::" else "127.0.0.1"
+        log.info("serving on http://%s:%d%s (bound to %s; clients on other hosts need a "
+                 "name given with --allow-host)", shown, port, path, host or "0.0.0.0")
+    else:
+        log.info("serving on http://%s:%d%s", f"[{host}]" if ":" in host else host, port, path)
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _allowed_hosts(host: str, extra: Sequence[str]) -> list[str]:

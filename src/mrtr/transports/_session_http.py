@@ -61,9 +61,20 @@ def session_era(headers: Mapping[str, str]) -> bool:
 class SessionEndpoint:
     """Serves the session traffic of one McpApp through one SessionServer."""
 
-    def __init__(self, app: McpApp, server: SessionServer) -> None:
+    def __init__(self, app: McpApp, *, ask_timeout: float) -> None:
         self.app = app
-        self.server = server
+        self.ask_timeout = ask_timeout
+        self._server: SessionServer | None = None
+
+    @property
+    def server(self) -> SessionServer:
+        """The SessionServer of the app's current Dispatcher (`mrtr serve` may swap it to
+        install the shared keys after the app was built)."""
+        server = self._server
+        if server is None or server.dispatcher is not self.app.dispatcher:
+            server = self._server = SessionServer(self.app.dispatcher,
+                                                  ask_timeout=self.ask_timeout)
+        return server
 
     # -- POST ----------------------------------------------------------------------------------
     async def post(

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
+from collections import deque
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 import msgspec
 
@@ -26,9 +28,25 @@ from mrtr.protocol import (
     encode_message,
 )
 
-__all__ = ["StdioTransport"]
+__all__ = ["ServerExited", "StdioTransport", "TAIL"]
 
 DEFAULT_MAX_LINE = 16 * 1024 * 1024  # bytes, as LineFramer's default
+TAIL: Literal["tail"] = "tail"
+TAIL_LINES = 20
+TAIL_LINE_BYTES = 512  # a longer stderr line keeps its first bytes
+TAIL_WAIT = 1.0  # seconds to wait for the rest of stderr once the server has exited
+
+
+class ServerExited(TransportError):
+    """The server process exited; `stderr_tail` holds its last stderr lines (with `stderr=TAIL`)."""
+
+    def __init__(self, code: int | None, stderr_tail: Sequence[str] = ()) -> None:
+        self.code = code
+        self.stderr_tail = tuple(stderr_tail)
+        text = f"the server exited with code {code}"
+        if self.stderr_tail:
+            text += "; the end of its stderr:\n" + "\n".join(self.stderr_tail)
+        super().__init__(text)
 
 
 class _Peek(msgspec.Struct, frozen=True):
@@ -44,9 +62,10 @@ class StdioTransport:
     """Spawn `command` (a list, or a string split like a shell would) on first use.
 
     `stderr` is passed to the subprocess (None inherits ours; `subprocess.DEVNULL` hides the
-    server's log). A line over `max_line` bytes from the server fails every request with
-    TransportError. Shutdown closes stdin, waits `shutdown_timeout` seconds, then sends
-    SIGTERM, then SIGKILL.
+    server's log); `TAIL` hides it but keeps its last lines (up to 20, each cut at 512 bytes)
+    for the ServerExited error raised when the server exits. A line over `max_line` bytes from
+    the server fails every request with TransportError. Shutdown closes stdin, waits
+    `shutdown_timeout` seconds, then sends SIGTERM, then SIGKILL.
     """
 
     sends_headers = False
@@ -57,7 +76,7 @@ class StdioTransport:
         *,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
-        stderr: int | None = None,
+        stderr: int | Literal["tail"] | None = None,
         shutdown_timeout: float = 2.0,
         max_line: int = DEFAULT_MAX_LINE,
     ) -> None:
@@ -69,6 +88,8 @@ class StdioTransport:
         self.max_line = max_line
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
+        self._tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self._tail_reader: asyncio.Task[None] | None = None
         self._waiting: dict[RequestId, _Waiter] = {}
         self._lock = asyncio.Lock()
         self._closed = False
@@ -112,28 +133,50 @@ class StdioTransport:
                     break
                 except TimeoutError:
                     continue
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
+        for task in (self._reader, self._tail_reader):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def _ensure_started(self) -> asyncio.subprocess.Process:
         async with self._lock:
             if self._closed:
                 raise TransportError("the transport is closed")
             if self._proc is None:
+                stderr = asyncio.subprocess.PIPE if self._stderr == TAIL else self._stderr
                 try:
                     self._proc = await asyncio.create_subprocess_exec(
                         *self.argv, stdin=asyncio.subprocess.PIPE,
-                        stdout=asyncio.subprocess.PIPE, stderr=self._stderr,
+                        stdout=asyncio.subprocess.PIPE, stderr=stderr,
                         env=self._env, cwd=self._cwd,
                     )
                 except OSError as exc:
                     raise TransportError(f"cannot start {self.argv[:1]}: {exc}") from exc
+                if self._proc.stderr is not None:
+                    self._tail_reader = asyncio.create_task(self._keep_tail(self._proc.stderr))
                 self._reader = asyncio.create_task(self._read(self._proc))
             if self._proc.returncode is not None:
-                raise TransportError(f"the server exited with code {self._proc.returncode}")
+                raise await self._exited(self._proc)
             return self._proc
+
+    async def _keep_tail(self, stream: asyncio.StreamReader) -> None:
+        """Read the server's stderr to its end, keeping the last lines (bounded)."""
+        partial = b""
+        while chunk := await stream.read(65536):
+            *lines, partial = (partial + chunk).split(b"\n")
+            for line in lines:
+                self._tail.append(line[:TAIL_LINE_BYTES].decode("utf-8", "replace").rstrip())
+            partial = partial[: TAIL_LINE_BYTES + 1]
+        if partial:
+            self._tail.append(partial[:TAIL_LINE_BYTES].decode("utf-8", "replace").rstrip())
+
+    async def _exited(self, proc: asyncio.subprocess.Process) -> ServerExited:
+        """The error for a server that has exited, with its stderr tail once that is read."""
+        if self._tail_reader is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._tail_reader), TAIL_WAIT)
+        return ServerExited(proc.returncode, list(self._tail))
 
     async def _write(self, proc: asyncio.subprocess.Process, message: bytes) -> None:
         assert proc.stdin is not None
@@ -163,7 +206,7 @@ class StdioTransport:
             self._fail(TransportError(f"bad output from the server: {exc}"))
             return
         await proc.wait()
-        self._fail(TransportError(f"the server exited with code {proc.returncode}"))
+        self._fail(await self._exited(proc))
 
     def _route(self, line: bytes) -> None:
         try:

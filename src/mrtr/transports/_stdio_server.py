@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from mrtr.errors import InvalidRequest, ProtocolError
+from mrtr.errors import InternalError, InvalidRequest, ProtocolError
 from mrtr.protocol import (
     PROTOCOL_VERSION_KEY,
     CancelledNotification,
@@ -175,7 +175,11 @@ class _Stream:
             del self.tasks[key]
 
     async def serve(self, message: Any) -> None:
-        reply = await self.dispatcher.handle(message, self.peer, self.notify)
+        try:
+            reply = await self.dispatcher.handle(message, self.peer, self.notify)
+        except Exception:  # a Dispatcher bug: still answer, or the client waits forever
+            self.log.exception("request %r: no reply from the dispatcher", message.id)
+            reply = Reply(message.id, error=InternalError())
         await self.write(reply.body)
 
     async def notify(self, notification: msgspec.Struct) -> None:

@@ -1,0 +1,95 @@
+"""_failures: what the client sees for each kind of exception, in a tool and anywhere else.
+
+The table below is the one in docs/server.md ("Errors: what the client sees").
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mrtr.errors import (
+    InternalError,
+    InvalidParams,
+    InvalidRequestState,
+    MissingRequiredClientCapability,
+    ProtocolError,
+)
+from mrtr.protocol import TextContent
+from mrtr.server import Declined, ToolError
+from mrtr.server._asks import Suspend
+from mrtr.server._failures import tool_failure, wire_error
+from mrtr.server._rounds import SuspendSwallowed
+from mrtr.server._schema import ArgumentsInvalid
+
+LOG = logging.getLogger("tests.failures")
+SECRET = "db password is hunter2"
+DECLINED = "The user declined the request: Go?"
+
+# exception, the isError text of a tool "t" (None: a wire error), the wire error (code, message)
+TABLE: list[tuple[Exception, str | None, tuple[int, str]]] = [
+    (ToolError("Not today."), "Not today.", (-32603, "Internal error")),
+    (Declined("decline", "Go?"), DECLINED, (-32602, DECLINED)),
+    (Declined("cancel", "Go?"), "The user cancelled the request: Go?",
+     (-32602, "The user cancelled the request: Go?")),
+    (ArgumentsInvalid("Invalid arguments: $.a: bad"), "Invalid arguments: $.a: bad",
+     (-32602, "Invalid arguments: $.a: bad")),
+    (RuntimeError(SECRET), "Tool t failed.", (-32603, "Internal error")),
+    (SuspendSwallowed(SECRET), "Tool t failed.", (-32603, "Internal error")),
+    (ExceptionGroup("tasks", [KeyError(SECRET)]), "Tool t failed.", (-32603, "Internal error")),
+    (MissingRequiredClientCapability({"sampling": {}}), None,
+     (-32021, "Missing required client capability")),
+    (InvalidRequestState("expired"), None, (-32602, "Invalid or expired requestState")),
+    (InvalidParams("Too many input rounds for one request (limit 16)"), None,
+     (-32602, "Too many input rounds for one request (limit 16)")),
+]
+
+
+@pytest.mark.parametrize(("exc", "text", "wire"), TABLE, ids=lambda v: type(v).__name__)
+def test_what_the_client_sees(exc: Exception, text: str | None, wire: tuple[int, str]) -> None:
+    error = wire_error(exc, "request 1 (prompts/get p)", LOG)
+    assert (error.code, error.message) == wire
+    if text is None:
+        with pytest.raises(ProtocolError) as raised:
+            tool_failure(exc, "t", LOG)
+        assert raised.value is exc  # a ProtocolError goes out as it is, even from a tool
+    else:
+        result = tool_failure(exc, "t", LOG)
+        assert result.is_error is True and result.content == [TextContent(text=text)]
+
+
+def test_a_suspension_outside_a_round_is_an_internal_error() -> None:
+    assert isinstance(wire_error(Suspend(), "request 1 (completion/complete)", LOG), InternalError)
+
+
+@pytest.mark.parametrize("exc", [RuntimeError(SECRET), SuspendSwallowed(SECRET)])
+def test_unexpected_failures_are_logged_with_their_reason_never_sent(
+    exc: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, LOG.name):
+        sent = [tool_failure(exc, "t", LOG).content, wire_error(exc, "request 1 (x)", LOG).message]
+    assert SECRET not in str(sent)
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 2 and all(r.exc_info and r.exc_info[1] is exc for r in errors)
+
+
+@pytest.mark.parametrize("exc", [Declined("decline", "Go?"), ArgumentsInvalid("bad")])
+def test_refusals_are_not_logged_as_server_errors(
+    exc: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, LOG.name):
+        tool_failure(exc, "t", LOG)
+        wire_error(exc, "request 1 (x)", LOG)
+    assert [r.levelno for r in caplog.records] == [logging.INFO, logging.INFO]
+
+
+def test_docs_example_of_errors_runs() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "server.md"
+    section = docs.read_text().split("## Errors: what the client sees", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    ns: dict[str, Any] = {"__name__": "docs_errors"}
+    exec(compile(code, str(docs), "exec", dont_inherit=True), ns)  # its asserts are the test
+    assert ns["prompt"].rounds == 2

@@ -1,0 +1,144 @@
+"""The docs as a reader meets them: example files shown verbatim, snippets that run, the deploy
+example under a real uvicorn, every `mrtr serve` option documented, `make run PORT=`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from mrtr.cli import build_parser
+from mrtr.cli._serve_cli import register
+from mrtr.server import Binding, Sealer, generate_key, parse_keys
+from tests.transports.conftest import call, free_port, post_args, stop
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+SERVER_MD = ROOT / "docs" / "server.md"
+# A fence whose info string names a file claims to show that file: ```python title="examples/x.py"
+TITLED = re.compile(r'^```python title="([^"]+)"\n(.*?)^```$', re.MULTILINE | re.DOTALL)
+
+
+def python_block(markdown: Path, heading: str) -> str:
+    """The first ```python block after `heading`."""
+    section = markdown.read_text().split(f"\n{heading}\n", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_19_docs_include_no_snippet_markers() -> None:
+    # `--8<--` is a MkDocs include: GitHub shows the marker, not the file.
+    found = [f"{doc.name}:{n}" for doc in DOCS
+             for n, line in enumerate(doc.read_text().splitlines(), 1) if "--8<--" in line]
+    assert found == []
+
+
+def test_19_blocks_titled_with_a_file_show_that_file_verbatim() -> None:
+    shown = {(doc.name, title): body
+             for doc in DOCS for title, body in TITLED.findall(doc.read_text())}
+    expected = {("server.md", "examples/bookings.py"), ("server.md", "examples/asgi_app.py")}
+    assert expected <= set(shown)
+    stale = [f"{doc}: {title}" for (doc, title), body in shown.items()
+             if body != (ROOT / title).read_text()]
+    assert stale == [], "copy the file into the doc again"
+
+
+def test_19_the_sealer_snippet_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    key = generate_key()
+    monkeypatch.setenv("MRTR_STATE_KEYS", key)
+    code = python_block(SERVER_MD, "## requestState and keys")
+    ns: dict[str, Any] = {"__name__": "billing"}
+    exec(compile(code, str(SERVER_MD), "exec", dont_inherit=True), ns)  # as a user file would run
+    sealer = ns["dispatcher"].sealer
+    probe = Binding(method="tools/call", target="t", arguments_digest=b"", principal=None)
+    token = sealer.seal(b"x", probe)
+    assert Sealer(keys=parse_keys(key), audience="billing").unseal(token, probe).body == b"x"
+
+
+def test_19_every_serve_option_is_in_the_docs_table() -> None:
+    parser = build_parser([register])
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    serve = commands.choices["serve"]
+    options = {o for action in serve._actions for o in action.option_strings
+               if o.startswith("--") and o != "--help"}
+    text = SERVER_MD.read_text()
+    assert [o for o in sorted(options) if f"| `{o}" not in text] == []
+    assert "| `mrtr keys generate` |" in text
+
+
+def test_19_make_run_takes_a_port() -> None:
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}  # under `make test`
+    for args, port in (([], "8000"), (["PORT=8123"], "8123")):
+        done = subprocess.run([make, "--no-print-directory", "-n", "run", *args], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=30)
+        serve = [line for line in done.stdout.splitlines() if " serve " in line]
+        command = f".venv/bin/mrtr serve examples.bookings:app --host 127.0.0.1 --port {port}"
+        assert serve == [command]
+
+
+def post(url: str, body: dict[str, Any], token: str | None = None) -> httpx.Response:
+    headers = {} if token is None else {"authorization": f"Bearer {token}"}
+    return httpx.post(url, timeout=10, **post_args(body, **headers))
+
+
+def test_19_the_deploy_example_runs_under_uvicorn_with_principals(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    env = {**os.environ, "MRTR_STATE_KEYS": generate_key(),
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    with (tmp_path / "uvicorn.log").open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "examples.asgi_app:create_app", "--factory",
+             "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_listening(url, process)
+        refused = post(url, call("whoami"))
+        assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+        who = post(url, call("whoami"), "ann-token").json()["result"]
+        assert who["content"][0]["text"] == "You are user:ann."
+        asked = post(url, call("close_account"), "ann-token").json()["result"]
+        assert asked["resultType"] == "input_required"
+        retry = call("close_account", requestState=asked["requestState"],
+                     inputResponses={"sure": {"action": "accept", "content": {"confirm": True}}})
+        stolen = post(url, retry, "bob-token").json()
+        assert stolen["error"] == {"code": -32602, "message": "Invalid or expired requestState"}
+        done = post(url, retry, "ann-token").json()["result"]
+        assert done["content"][0]["text"] == "Account of user:ann closed."
+    finally:
+        stop(process)
+
+
+def wait_listening(url: str, process: subprocess.Popen[bytes]) -> None:
+    """Wait until the server answers at all (any status: it wants a token)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "uvicorn exited early"
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError("uvicorn did not start listening")
+
+
+def test_19_serving_the_factory_without_keys_is_one_clear_line() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MRTR_STATE_KEYS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
+    done = subprocess.run([sys.executable, "-m", "mrtr.cli", "serve",
+                           "examples/asgi_app.py:create_app"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (
+        1, "MRTR_STATE_KEYS is not set: export MRTR_STATE_KEYS=$(mrtr keys generate)\n")
+
