@@ -67,6 +67,7 @@ from mrtr.protocol import (
 
 from ._cache import TTLCache
 from ._checkpoint import load_checkpoint
+from ._era import Era, Mode
 from ._errors import UnexpectedResult
 from ._flow import FlowRequest, Fulfil, Step, call_flow, drive
 from ._handlers import Handlers, fulfil
@@ -80,6 +81,7 @@ from ._requests import (
     progress_sink,
     request_headers,
 )
+from ._session import Session
 from ._stepping import ManualFlow
 from ._tools import ToolIndex
 from ._transport import Transport
@@ -107,6 +109,8 @@ class Client:
     `handlers` decide the declared capabilities; `max_rounds` caps MRTR rounds per call;
     `timeout` (seconds, None for no deadline) bounds each whole call, all pages, rounds and
     handlers included (raises TimeoutError); `limits` caps pages and input requests.
+    `mode` "auto" probes once whether the server speaks 2026-07-28 or needs `initialize`
+    (MCP 2025), "modern" and "legacy" skip the probe (docs/client.md).
     """
 
     def __init__(
@@ -119,6 +123,7 @@ class Client:
         limits: ClientLimits | None = None,
         client_info: Implementation | None = None,
         clock: Callable[[], float] = time.monotonic,
+        mode: Mode = "auto",
     ) -> None:
         self.transport = transport
         self.handlers = handlers or Handlers()
@@ -131,6 +136,7 @@ class Client:
         self._tokens = itertools.count(1)
         self._cache = TTLCache(clock)
         self._tools = ToolIndex(check_headers=transport.sends_headers)
+        self.era = Era(transport, mode)
 
     async def __aenter__(self) -> Client:
         return self
@@ -143,6 +149,7 @@ class Client:
 
     async def aclose(self) -> None:
         """Close the transport."""
+        await self.era.close()
         await self.transport.aclose()
 
     # -- plain requests ---------------------------------------------------------------------
@@ -151,6 +158,12 @@ class Client:
         """`server/discover` (cached for its `ttlMs`)."""
         cached = self._cache.get("server/discover", DiscoverResult)
         if cached is not None:
+            return cached
+        session = await self._bounded(self._connect())
+        if session is not None:
+            return session.discover_result()
+        cached = self._cache.get("server/discover", DiscoverResult)
+        if cached is not None:  # the probe's own answer
             return cached
         request = DiscoverRequest(id=self._next_id(), params=RequestParams(meta=self._meta()))
         result = await self._bounded(self._expect(request, DiscoverResult))
@@ -344,6 +357,9 @@ class Client:
 
     async def _send(self, request: Request, *, progress: ProgressHandler | None = None) -> object:
         """Send one request; return its decoded result; raise `mrtr.errors` for wire errors."""
+        session = await self._connect()
+        if session is not None:
+            return await session.request(request, progress_sink(request, progress))
         for attempt in (1, 2):
             headers = await self._headers(request)
             sink = progress_sink(request, progress)
@@ -363,6 +379,24 @@ class Client:
                 raise error
             request = retry
         raise AssertionError("unreachable")
+
+    async def _connect(self) -> Session | None:
+        """The Session when the server needs `initialize` (decided once), else None."""
+
+        def probe() -> DiscoverRequest:
+            return DiscoverRequest(id=self._next_id(), params=RequestParams(meta=self._meta()))
+
+        def on_modern(answer: DiscoverResult | str) -> None:
+            if isinstance(answer, str):
+                self.protocol_version = answer
+            else:
+                self._cache.put("server/discover", answer, answer.ttl_ms)
+
+        def new_session() -> Session:
+            return Session(self.transport, handlers=self.handlers, client_info=self.client_info,
+                           new_id=self._next_id)
+
+        return await self.era.connect(probe, on_modern, new_session)
 
     def _recover(self, error: ProtocolError, request: Request) -> Request | None:
         """The request to retry after `error`, or None to raise it."""
