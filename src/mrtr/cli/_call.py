@@ -115,6 +115,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="expose PATH as a root (repeatable)")
     common.add_argument("--server-log", action="store_true",
                         help="show the --stdio server's stderr")
+    common.add_argument("--mode", choices=("auto", "modern", "legacy"), default="auto",
+                        help="auto: probe for 2026-07-28, else initialize (MCP 2025); "
+                             "modern/legacy: skip the probe (default auto)")
     for name, (command, summary) in _COMMANDS.items():
         sub = subparsers.add_parser(name, parents=[common], help=summary, description=summary)
         sub.set_defaults(run=_runner(command))
@@ -183,7 +186,8 @@ def _client(args: argparse.Namespace, items: list[str], console: StdConsole) -> 
         roots=roots or None,
     )
     timeout = args.timeout if args.timeout > 0 else None
-    return Client(transport, handlers=handlers, max_rounds=args.max_rounds, timeout=timeout)
+    return Client(transport, handlers=handlers, max_rounds=args.max_rounds, timeout=timeout,
+                  mode=args.mode)
 
 
 def _headers(values: Sequence[str]) -> dict[str, str]:

@@ -62,7 +62,6 @@ from mrtr.protocol import (
     ResourceTemplateReference,
     Tool,
     UnsetType,
-    encode_message,
 )
 
 from ._cache import TTLCache
@@ -81,7 +80,6 @@ from ._requests import (
     progress_sink,
     request_headers,
 )
-from ._session import Session
 from ._stepping import ManualFlow
 from ._tools import ToolIndex
 from ._transport import Transport
@@ -109,8 +107,7 @@ class Client:
     `handlers` decide the declared capabilities; `max_rounds` caps MRTR rounds per call;
     `timeout` (seconds, None for no deadline) bounds each whole call, all pages, rounds and
     handlers included (raises TimeoutError); `limits` caps pages and input requests.
-    `mode` "auto" probes once whether the server speaks 2026-07-28 or needs `initialize`
-    (MCP 2025), "modern" and "legacy" skip the probe (docs/client.md).
+    `mode`: "auto" probes once for 2026-07-28 or `initialize` (2025); see docs/client.md.
     """
 
     def __init__(
@@ -136,7 +133,7 @@ class Client:
         self._tokens = itertools.count(1)
         self._cache = TTLCache(clock)
         self._tools = ToolIndex(check_headers=transport.sends_headers)
-        self.era = Era(transport, mode)
+        self.era = Era(transport, mode, handlers=self.handlers, client_info=self.client_info)
 
     async def __aenter__(self) -> Client:
         return self
@@ -158,12 +155,6 @@ class Client:
         """`server/discover` (cached for its `ttlMs`)."""
         cached = self._cache.get("server/discover", DiscoverResult)
         if cached is not None:
-            return cached
-        session = await self._bounded(self._connect())
-        if session is not None:
-            return session.discover_result()
-        cached = self._cache.get("server/discover", DiscoverResult)
-        if cached is not None:  # the probe's own answer
             return cached
         request = DiscoverRequest(id=self._next_id(), params=RequestParams(meta=self._meta()))
         result = await self._bounded(self._expect(request, DiscoverResult))
@@ -357,15 +348,10 @@ class Client:
 
     async def _send(self, request: Request, *, progress: ProgressHandler | None = None) -> object:
         """Send one request; return its decoded result; raise `mrtr.errors` for wire errors."""
-        session = await self._connect()
-        if session is not None:
-            return await session.request(request, progress_sink(request, progress))
         for attempt in (1, 2):
             headers = await self._headers(request)
             sink = progress_sink(request, progress)
-            raw = await self.transport.request(
-                encode_message(request), request_id=request.id, headers=headers, notify=sink
-            )
+            raw = await self.era.request(request, headers=headers, notify=sink)
             message = decode_reply(raw, request.method)
             if isinstance(message, JSONRPCResultResponse):
                 if message.id != request.id:
@@ -379,24 +365,6 @@ class Client:
                 raise error
             request = retry
         raise AssertionError("unreachable")
-
-    async def _connect(self) -> Session | None:
-        """The Session when the server needs `initialize` (decided once), else None."""
-
-        def probe() -> DiscoverRequest:
-            return DiscoverRequest(id=self._next_id(), params=RequestParams(meta=self._meta()))
-
-        def on_modern(answer: DiscoverResult | str) -> None:
-            if isinstance(answer, str):
-                self.protocol_version = answer
-            else:
-                self._cache.put("server/discover", answer, answer.ttl_ms)
-
-        def new_session() -> Session:
-            return Session(self.transport, handlers=self.handlers, client_info=self.client_info,
-                           new_id=self._next_id)
-
-        return await self.era.connect(probe, on_modern, new_session)
 
     def _recover(self, error: ProtocolError, request: Request) -> Request | None:
         """The request to retry after `error`, or None to raise it."""

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable
 from typing import TypeGuard
 
 import msgspec
@@ -24,6 +23,7 @@ from mrtr.protocol import JSON as JSONValue
 from mrtr.protocol import (
     SERVER_INFO_KEY,
     UNSET,
+    DiscoverRequest,
     DiscoverResult,
     Implementation,
     InputRequest,
@@ -47,7 +47,7 @@ from mrtr.protocol._lifecycle import (
 
 from ._errors import ClientError, InputRefused, UnexpectedResult
 from ._handlers import Handlers, fulfil
-from ._requests import Request, decode_reply
+from ._requests import Request
 from ._transport import NotificationSink, SessionExpired, SessionTransport, Transport
 
 __all__ = ["NEGOTIABLE_VERSIONS", "Session", "VersionRefused"]
@@ -91,7 +91,6 @@ class Session:
         *,
         handlers: Handlers,
         client_info: Implementation,
-        new_id: Callable[[], int],
         version: str = NEGOTIABLE_VERSIONS[0],
     ) -> None:
         self.transport = transport
@@ -100,7 +99,7 @@ class Session:
         self.requested_version = version
         self.protocol_version: str | None = None
         self.result: InitializeResult | None = None
-        self._new_id = new_id
+        self._ids = itertools.count(1)
         self._rounds = itertools.count(1)
         self._answering: set[RequestId] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -115,7 +114,7 @@ class Session:
             protocol_version=self.requested_version,
             capabilities=self.handlers.capabilities(), client_info=self.client_info,
         )
-        request = InitializeRequest(id=self._new_id(), params=params)
+        request = InitializeRequest(id=f"initialize-{next(self._ids)}", params=params)
         raw = await self.transport.request(
             encode_message(request), request_id=request.id, headers={}, notify=self.sink(None)
         )
@@ -133,11 +132,14 @@ class Session:
         if self._listener is None and _has_session_io(self.transport):
             self._listener = asyncio.create_task(self._listen(self.transport))
 
-    async def request(self, request: Request, notify: NotificationSink) -> object:
-        """Send `request` without modern `_meta`; its decoded result, or raise its error.
+    async def request(self, request: Request, notify: NotificationSink) -> bytes:
+        """Send `request` without modern `_meta`; return the raw reply.
 
-        A 404 ending the HTTP session re-opens it once and re-sends.
+        `server/discover` is answered here from `initialize`. A 404 ending the HTTP session
+        re-opens it once and re-sends. Raises TransportError.
         """
+        if isinstance(request, DiscoverRequest):
+            return encode_result(request.id, self.discover_result())
         for attempt in (1, 2):
             try:
                 raw = await self.transport.request(
@@ -150,7 +152,7 @@ class Session:
                 log.info("the server ended the session: initializing again")
                 await self.open()
                 continue
-            return _result(raw, request)
+            return raw
         raise AssertionError("unreachable")
 
     async def close(self) -> None:
@@ -257,17 +259,6 @@ def _encode(request: Request) -> bytes:
     meta = UNSET if token is UNSET else _Meta(progress_token=token)
     params = msgspec.structs.replace(request.params, meta=meta)
     return encode_message(msgspec.structs.replace(request, params=params))
-
-
-def _result(raw: bytes, request: Request) -> object:
-    message = decode_reply(raw, request.method)
-    if isinstance(message, JSONRPCResultResponse):
-        if message.id != request.id:
-            raise UnexpectedResult(f"response id {message.id!r} != {request.id!r}")
-        return message.result
-    if isinstance(message, JSONRPCErrorResponse):
-        raise from_wire(message.error)
-    raise UnexpectedResult("the server sent a notification instead of a response")
 
 
 def _initialize_result(raw: bytes, request_id: RequestId) -> InitializeResult:
