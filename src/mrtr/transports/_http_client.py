@@ -91,6 +91,7 @@ class HTTPTransport:
         self._owned = client is None
         self._client = client or httpx.AsyncClient(timeout=timeout, transport=transport)
         self.session_id: str | None = None
+        self._last_version: dict[str, str] = {}
 
     async def request(
         self,
@@ -153,7 +154,7 @@ class HTTPTransport:
     async def aclose(self) -> None:
         """DELETE the session if one was issued, then close the httpx client if ours."""
         if self.session_id is not None:
-            headers = self._headers({}, None)
+            headers = self._headers(self._last_version, None)
             self.session_id = None
             with contextlib.suppress(httpx.HTTPError):
                 await self._client.delete(self.url, headers=headers, timeout=5.0)
@@ -162,6 +163,8 @@ class HTTPTransport:
 
     def _headers(self, headers: Mapping[str, str], content_type: str | None) -> dict[str, str]:
         out = {**self._extra, **headers}
+        version = {k: v for k, v in headers.items() if k.lower() == "mcp-protocol-version"}
+        self._last_version = version or self._last_version  # for the closing DELETE
         if self.session_id is not None:
             out[SESSION_HEADER] = self.session_id
         if content_type is None:
