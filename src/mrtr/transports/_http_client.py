@@ -7,10 +7,11 @@
 # JSON body is read up to `max_body` bytes and one SSE event up to `max_event` bytes (keep-alive
 # comments end an event too); time is bounded by the Client's deadline, not here.
 # The 2025 transport's session rules live here too, since they are HTTP facts: an
-# `Mcp-Session-Id` the server issues is sent back on every later request (a server that never
-# issues one is unaffected), a 404 to a request carrying it is SessionExpired, a stream that
-# ends before its response after giving event ids is resumed by GET + `Last-Event-ID` once the
-# server's `retry` has passed, and `aclose` DELETEs the session.
+# `Mcp-Session-Id` issued with a 2xx reply is sent back on every later request (a server that
+# never issues one is unaffected; some issue one on a 400, which is ignored), a 404 to a request
+# carrying it is SessionExpired, a stream that ends before its response after giving event ids
+# is resumed by GET + `Last-Event-ID` once the server's `retry` has passed, and `aclose` DELETEs
+# the session.
 from __future__ import annotations
 
 import asyncio
@@ -178,7 +179,7 @@ class HTTPTransport:
         if reply.status_code == 404 and SESSION_HEADER in sent:
             self.session_id = None
             raise SessionExpired(f"HTTP 404 from {self.url}: the session has ended")
-        issued = reply.headers.get(SESSION_HEADER)
+        issued = reply.headers.get(SESSION_HEADER) if reply.is_success else None
         if issued and issued.isascii() and issued.isprintable() and " " not in issued:
             self.session_id = issued
 
