@@ -26,8 +26,10 @@ class SessionMock:
     the result on the GET that resumes it; anything else returns "ok".
     """
 
-    def __init__(self, version: str = "2025-11-25", retry_ms: int = 100) -> None:
+    def __init__(self, version: str = "2025-11-25", retry_ms: int = 100,
+                 id_on_400: bool = False) -> None:
         self.version = version
+        self.id_on_400 = id_on_400  # as mcp 1.x does: a fresh id on the 400 (never valid)
         self.retry_ms = retry_ms
         self.seen: list[Seen] = []
         self.sessions: set[str] = set()
@@ -58,7 +60,8 @@ class SessionMock:
         if session is None:
             error = {"jsonrpc": "2.0", "id": "server-error",
                      "error": {"code": -32600, "message": "Bad Request: Missing session ID"}}
-            return await _send(send, 400, json.dumps(error).encode(), "application/json")
+            extra = [(b"mcp-session-id", b"never-valid")] if self.id_on_400 else []
+            return await _send(send, 400, json.dumps(error).encode(), "application/json", extra)
         if session not in self.sessions:
             return await _send(send, 404, b'{"error": "session not found"}', "application/json")
         if "method" not in message:  # a response to one of our requests

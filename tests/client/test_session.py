@@ -69,6 +69,19 @@ def test_auto_falls_back_to_initialize_and_answers_server_requests(
     assert answer["id"] == "e1" and answer["result"]["action"] == "accept"
 
 
+def test_a_session_id_on_an_error_reply_is_not_kept() -> None:
+    app = SessionMock(id_on_400=True)
+
+    async def go(url: str) -> None:
+        async with Client(HTTPTransport(url)) as client:
+            assert text(await client.call_tool("other", {})) == "ok"
+
+    for url in serve(app):
+        asyncio.run(go(url + "/mcp"))
+    init = next(s for s in app.seen if s.body.get("method") == "initialize")
+    assert "mcp-session-id" not in init.headers
+
+
 def test_legacy_mode_never_probes_and_discover_reports_initialize(
     mock: tuple[SessionMock, str],
 ) -> None:
