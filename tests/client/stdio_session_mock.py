@@ -31,15 +31,25 @@ async def ask(request: dict[str, Any]) -> dict[str, Any]:
     return await asyncio.wait_for(future, 5)
 
 
+ASKS: dict[str, dict[str, Any]] = {
+    "sample": {"method": "sampling/createMessage", "params": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": "Capital?"}}],
+        "maxTokens": 10}},
+    "roots": {"method": "roots/list"},
+    "weird": {"method": "weird/thing"},
+    "elicit": {"method": "elicitation/create", "params": {"message": "Name?"}},
+}
+
+
 async def call(rid: object, name: str) -> None:
-    if name == "ask":
+    if name in ASKS:
+        answer = await ask({"jsonrpc": "2.0", "id": f"{name}-1", **ASKS[name]})
+        write(text(rid, json.dumps(answer.get("result", answer.get("error")))))
+    elif name == "ask":
         answer = await ask({"jsonrpc": "2.0", "id": "e1", "method": "elicitation/create",
                             "params": {"message": "Name?", "requestedSchema": {
                                 "type": "object", "properties": {"name": {"type": "string"}}}}})
         write(text(rid, json.dumps(answer["result"]["content"])))
-    elif name == "weird":
-        answer = await ask({"jsonrpc": "2.0", "id": "w1", "method": "weird/thing"})
-        write(text(rid, json.dumps(answer["error"])))
     elif name == "log":
         write(text(rid, json.dumps(LOG)))
     else:

@@ -13,7 +13,15 @@ import pytest
 
 from mrtr.client import Client, Handlers, VersionRefused
 from mrtr.errors import MethodNotFound
-from mrtr.protocol import CallToolResult, ElicitRequestParams, ElicitResult, TextContent
+from mrtr.protocol import (
+    CallToolResult,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    ElicitRequestParams,
+    ElicitResult,
+    Root,
+    TextContent,
+)
 from mrtr.transports._http_client import HTTPTransport
 from mrtr.transports._stdio_client import StdioTransport
 
@@ -192,3 +200,36 @@ def test_stdio_unknown_server_method_is_method_not_found() -> None:
 
     error = json.loads(asyncio.run(go()))
     assert error["code"] == MethodNotFound.code
+
+
+async def sample(params: CreateMessageRequestParams) -> CreateMessageResult:
+    return CreateMessageResult(role="assistant", content=TextContent(text="Paris"), model="m")
+
+
+async def broken(params: ElicitRequestParams) -> ElicitResult:
+    raise RuntimeError("handler bug")
+
+
+def test_stdio_sampling_roots_and_a_failing_handler() -> None:
+    handlers = Handlers(sampling=sample, roots=[Root(uri="file:///w", name="w")],
+                        elicitation=broken)
+
+    async def go() -> list[object]:
+        transport = StdioTransport(STDIO_MOCK)
+        async with Client(transport, handlers=handlers, mode="legacy", timeout=8) as c:
+            names = ("sample", "roots", "elicit")
+            return [json.loads(text(await c.call_tool(n, {}))) for n in names]
+
+    sampled, roots, failed = asyncio.run(go())
+    assert sampled == {"role": "assistant", "content": {"type": "text", "text": "Paris"},
+                       "model": "m"}
+    assert roots == {"roots": [{"uri": "file:///w", "name": "w"}]}
+    assert failed == {"code": -32603, "message": "Internal error"}
+
+
+def test_stdio_roots_without_a_handler_is_method_not_found() -> None:
+    async def go() -> str:
+        async with Client(StdioTransport(STDIO_MOCK), mode="legacy") as client:
+            return text(await client.call_tool("roots", {}))
+
+    assert json.loads(asyncio.run(go()))["code"] == -32601

@@ -18,7 +18,7 @@ from typing import TypeGuard
 
 import msgspec
 
-from mrtr.errors import InvalidParams, MethodNotFound, ProtocolError, from_wire
+from mrtr.errors import InternalError, InvalidParams, MethodNotFound, ProtocolError, from_wire
 from mrtr.protocol import JSON as JSONValue
 from mrtr.protocol import (
     SERVER_INFO_KEY,
@@ -210,6 +210,9 @@ class Session:
             reply = await self._reply(request_id, method, message)
         except ProtocolError as exc:
             reply = encode_error(request_id, exc)
+        except Exception:  # a handler failed: the server must not wait for an answer forever
+            log.exception("the %s handler failed", method)
+            reply = encode_error(request_id, InternalError("Internal error"))
         try:
             await self._send(reply)
         except Exception as exc:  # noqa: BLE001 - the server will time the request out
