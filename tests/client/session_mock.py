@@ -27,7 +27,8 @@ class SessionMock:
     """
 
     def __init__(self, version: str = "2025-11-25", retry_ms: int = 100,
-                 id_on_400: bool = False) -> None:
+                 id_on_400: bool = False, get_status: int = 405) -> None:
+        self.get_status = get_status  # the answer to a GET that resumes nothing
         self.version = version
         self.id_on_400 = id_on_400  # as mcp 1.x does: a fresh id on the 400 (never valid)
         self.retry_ms = retry_ms
@@ -110,7 +111,7 @@ class SessionMock:
     async def _get(self, headers: dict[str, str], send: Any) -> None:
         parked = self.parked.pop(headers.get("last-event-id", ""), None)
         if parked is None:
-            return await _send(send, 405, b"", "text/plain")
+            return await _send(send, self.get_status, b"", "text/plain")
         await _start(send)
         await _event(send, parked, more=False)
 

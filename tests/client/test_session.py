@@ -149,6 +149,21 @@ def test_a_404_reinitializes_once(mock: tuple[SessionMock, str]) -> None:
     assert app.seen[-2].headers["mcp-session-id"] == "session-2"
 
 
+def test_a_404_to_the_listen_get_keeps_the_session() -> None:
+    app = SessionMock(get_status=404)
+
+    async def go(url: str) -> None:
+        async with Client(HTTPTransport(url), mode="legacy") as client:
+            await client.discover()  # opens the session and starts the GET
+            await asyncio.sleep(0.3)  # the GET has had its 404
+            assert text(await client.call_tool("other", {})) == "ok"
+
+    for url in serve(app):
+        asyncio.run(go(url + "/mcp"))
+    assert app.methods().count("POST initialize") == 1
+    assert "GET" in app.methods()
+
+
 def test_a_dropped_stream_resumes_after_retry(mock: tuple[SessionMock, str]) -> None:
     app, url = mock
 

@@ -129,7 +129,7 @@ class Session:
         self.protocol_version = result.protocol_version
         note = InitializedNotification()
         await self._send(encode_message(note))
-        if self._listener is None and _has_session_io(self.transport):
+        if (self._listener is None or self._listener.done()) and _has_session_io(self.transport):
             self._listener = asyncio.create_task(self._listen(self.transport))
 
     async def request(self, request: Request, notify: NotificationSink) -> bytes:

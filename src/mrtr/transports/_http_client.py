@@ -175,8 +175,12 @@ class HTTPTransport:
             out["Content-Type"] = content_type
         return out
 
-    def _check_session(self, reply: httpx.Response, sent: Mapping[str, str]) -> None:
-        if reply.status_code == 404 and SESSION_HEADER in sent:
+    def _check_session(
+        self, reply: httpx.Response, sent: Mapping[str, str], *, expire: bool = True
+    ) -> None:
+        # A GET's 404 only means "no stream": a POST will tell whether the session ended (and
+        # a call whose resumption fails is not re-sent, so it cannot run twice).
+        if expire and reply.status_code == 404 and SESSION_HEADER in sent:
             self.session_id = None
             raise SessionExpired(f"HTTP 404 from {self.url}: the session has ended")
         issued = reply.headers.get(SESSION_HEADER) if reply.is_success else None
@@ -209,7 +213,7 @@ class HTTPTransport:
         if cursor.last_id is not None:
             get_headers["Last-Event-ID"] = cursor.last_id
         async with self._client.stream("GET", self.url, headers=get_headers) as reply:
-            self._check_session(reply, get_headers)
+            self._check_session(reply, get_headers, expire=False)
             if reply.status_code != 200 or _kind(reply) != "text/event-stream":
                 raise TransportError(f"HTTP {reply.status_code} from {self.url} to a GET")
             return await _read_stream(reply, sink, self.max_event, cursor)
