@@ -20,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT.parent / "shared" / "conformance" / "run.sh"
 BASELINE = ROOT / "conformance" / "expected-failures.yml"
+BASELINE_2025 = ROOT / "conformance" / "expected-failures-2025-11-25.yml"
 PENDING = ("json-schema-2020-12", "http-header-validation", "http-custom-header-server-validation")
 
 pytestmark = [
@@ -94,3 +95,19 @@ def test_client_leg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
                  "http-standard-headers", "http-custom-headers", "http-invalid-tool-headers",
                  "json-schema-ref-no-deref"):
         assert rows[name]["status"] == "pass", rows[name]
+
+
+@pytest.mark.skipif(not (ROOT / "examples" / "conformance" / "client.py").is_file(),
+                    reason="the fixture client is not written yet")
+def test_client_leg_2025(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The 2025-11-25 requirement set: the fixture client speaks `initialize` (#12).
+    command = f"{sys.executable} -m examples.conformance.client"
+    _run(["client", command, "--requirements", "2025-11-25", "--expected-failures",
+          str(BASELINE_2025)], tmp_path / "client", capsys)
+    rows = _rows(tmp_path / "client")
+    for name in ("initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"):
+        assert rows[name]["status"] == "pass", rows[name]
+        assert rows[name]["checks_failed"] == "0" and rows[name]["warnings"] == "0"
+    # No vacuous pass: each default field and each reconnection check was seen.
+    assert int(rows["elicitation-sep1034-client-defaults"]["checks_passed"]) == 5
+    assert int(rows["sse-retry"]["checks_passed"]) == 3

@@ -2,7 +2,8 @@
 
 The harness runs `python -m examples.conformance.client <server-url>` with
 `MCP_CONFORMANCE_SCENARIO` set; each scenario is one small coroutine below. Every call is made
-through the ordinary `Client`, so what passes here is what users get.
+through the ordinary `Client`, so what passes here is what users get. Under
+`MCP_CONFORMANCE_PROTOCOL_VERSION=2025-11-25` the client speaks the 2025 wire (`initialize`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mrtr.client import Client, Handlers
+from mrtr.client import Client, Handlers, Mode
 from mrtr.protocol import (
     CreateMessageRequestParams,
     CreateMessageResult,
@@ -30,14 +31,16 @@ log = logging.getLogger("conformance-client")
 
 
 async def accept(params: ElicitRequestParams) -> ElicitResult:
-    """Answer every form with plausible values for its fields; consent to every URL."""
+    """Answer every form with its defaults or plausible values; consent to every URL."""
     if params.mode == "url":
         return ElicitResult(action="accept")
     schema = params.requested_schema if isinstance(params.requested_schema, dict) else {}
     content: dict[str, Any] = {}
     for name, prop in schema.get("properties", {}).items():
         kind = prop.get("type")
-        if "enum" in prop:
+        if "default" in prop:  # SEP-1034: every field present, defaults filled in
+            content[name] = prop["default"]
+        elif "enum" in prop:
             content[name] = prop["enum"][0]
         elif kind == "boolean":
             content[name] = True
@@ -83,6 +86,20 @@ async def tools_call(client: Client) -> None:
     await step("call", lambda: client.call_tool("add_numbers", {"a": 5, "b": 3}))
 
 
+async def list_only(client: Client) -> None:
+    await step("list", client.list_tools)
+
+
+async def elicitation_defaults(client: Client) -> None:
+    await step("list", client.list_tools)
+    await step("call", lambda: client.call_tool("test_client_elicitation_defaults", {}))
+
+
+async def sse_retry(client: Client) -> None:
+    await step("list", client.list_tools)
+    await step("call", lambda: client.call_tool("test_reconnection", {}))
+
+
 async def request_state(client: Client) -> None:
     await step("list", client.list_tools)
     for name in ("test_mrtr_echo_state", "test_mrtr_unrelated", "test_mrtr_no_state",
@@ -126,12 +143,17 @@ SCENARIOS: dict[str, Callable[[Client], Awaitable[None]]] = {
     "sep-2322-client-request-state": request_state,
     "http-custom-headers": custom_headers,
     "json-schema-2020-12-preservation": schema_preservation,
+    "initialize": list_only,
+    "elicitation-sep1034-client-defaults": elicitation_defaults,
+    "sse-retry": sse_retry,
 }
 
 
-async def run(url: str, scenario: str) -> None:
+async def run(url: str, scenario: str, version: str) -> None:
+    # No era probe (FIXTURES §4.3): some 2025 mocks answer any method, server/discover too.
+    mode: Mode = "legacy" if version.startswith("2025-") else "modern"
     transport = HTTPTransport(url)
-    async with Client(transport, handlers=HANDLERS, timeout=30.0) as client:
+    async with Client(transport, handlers=HANDLERS, timeout=30.0, mode=mode) as client:
         await SCENARIOS.get(scenario, everything)(client)
     await transport.aclose()
 
@@ -142,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args:
         print("usage: python -m examples.conformance.client <server-url>", file=sys.stderr)
         return 2
-    asyncio.run(run(args[-1], os.environ.get("MCP_CONFORMANCE_SCENARIO", "")))
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    asyncio.run(run(args[-1], scenario, os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "")))
     return 0
 
 

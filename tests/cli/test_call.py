@@ -320,7 +320,10 @@ class Stub:
             if not event.get("more_body"):
                 break
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-        reply = self.answer(json.loads(body), headers)
+        request = json.loads(body)
+        reply = self.answer(request, headers) if request["method"] != "server/discover" else {
+            "jsonrpc": "2.0", "id": request["id"],
+            "result": {"supportedVersions": ["2026-07-28"], "capabilities": {}}}
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": json.dumps(reply).encode()})

@@ -109,5 +109,7 @@ async def _respond(send: Any, status: int, body: bytes, kind: str) -> None:
 
 
 def client_for(app: MockServer, handlers: Handlers | None = None, **options: Any) -> Client:
+    """A Client for `app`; these mocks answer no `server/discover`, so no era probe by default."""
     transport = HTTPTransport("http://mock/mcp", transport=httpx.ASGITransport(app=app))
+    options.setdefault("mode", "modern")
     return Client(transport, handlers=handlers, **options)

@@ -29,6 +29,10 @@ async def handle(request: dict[str, Any]) -> None:
     if method == "notifications/cancelled":
         CANCELLED.append(params["requestId"])
         return
+    if method == "server/discover":
+        reply(request, {"resultType": "complete", "supportedVersions": ["2026-07-28"],
+                        "capabilities": {"tools": {}}})
+        return
     if method == "tools/list":
         reply(request, {"tools": [{"name": "sleep", "inputSchema": {"type": "object"}}]})
         return

@@ -6,11 +6,11 @@ import asyncio
 import sys
 import time
 from collections.abc import Awaitable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
-from mrtr.client import Client, ClientLimits, ListTooLong, TransportError
+from mrtr.client import Client, ClientLimits, ListTooLong, Transport, TransportError
 from mrtr.transports._http_client import HTTPTransport
 from mrtr.transports._stdio_client import StdioTransport
 
@@ -23,6 +23,11 @@ GUARD = 20.0  # seconds; a test that needs it has found a hang
 @pytest.fixture(scope="module")
 def rogue() -> Iterator[str]:
     yield from serve(Rogue())
+
+
+def modern(transport: Transport, **options: Any) -> Client:
+    """These servers misbehave at 2026-07-28 requests: no era probe, each test sees its own."""
+    return Client(transport, mode="modern", **options)
 
 
 def run(work: Awaitable[T]) -> T:
@@ -47,7 +52,7 @@ def test_the_default_client_has_a_deadline() -> None:
 @pytest.mark.parametrize("path", ["/keepalive", "/keepalive-call"])
 def test_deadline_covers_sse_keepalives_forever(rogue: str, path: str) -> None:
     # /keepalive hangs the tools/list the client sends before its first tools/call.
-    client = Client(HTTPTransport(rogue + path), timeout=0.5)
+    client = modern(HTTPTransport(rogue + path), timeout=0.5)
     started = time.monotonic()
     with pytest.raises(TimeoutError, match=r"no result within the 0.5 s deadline"):
         run(list_then_call(client))
@@ -56,7 +61,7 @@ def test_deadline_covers_sse_keepalives_forever(rogue: str, path: str) -> None:
 
 def test_deadline_covers_list_and_discover(rogue: str) -> None:
     async def go(method: str) -> None:
-        async with Client(HTTPTransport(rogue + "/keepalive"), timeout=0.3) as client:
+        async with modern(HTTPTransport(rogue + "/keepalive"), timeout=0.3) as client:
             await getattr(client, method)()
 
     for method in ("list_tools", "list_prompts", "discover"):
@@ -66,7 +71,7 @@ def test_deadline_covers_list_and_discover(rogue: str) -> None:
 
 def test_manual_steps_have_the_deadline(rogue: str) -> None:
     async def go() -> None:
-        async with Client(HTTPTransport(rogue + "/keepalive-call"), timeout=0.3) as client:
+        async with modern(HTTPTransport(rogue + "/keepalive-call"), timeout=0.3) as client:
             await client.start_tool_call("add", {}).step()
 
     with pytest.raises(TimeoutError, match="deadline"):
@@ -76,7 +81,7 @@ def test_manual_steps_have_the_deadline(rogue: str) -> None:
 @pytest.mark.parametrize(("options", "limit"), [({}, "max_body=16777216"),
                                                 ({"max_body": 100_000}, "max_body=100000")])
 def test_endless_json_body_is_cut(rogue: str, options: dict[str, int], limit: str) -> None:
-    client = Client(HTTPTransport(rogue + "/endless-body", **options))
+    client = modern(HTTPTransport(rogue + "/endless-body", **options))
     with pytest.raises(TransportError, match=limit):
         run(list_then_call(client))
 
@@ -84,7 +89,7 @@ def test_endless_json_body_is_cut(rogue: str, options: dict[str, int], limit: st
 @pytest.mark.parametrize(("options", "limit"), [({}, "max_event=16777216"),
                                                 ({"max_event": 100_000}, "max_event=100000")])
 def test_endless_sse_event_is_cut(rogue: str, options: dict[str, int], limit: str) -> None:
-    client = Client(HTTPTransport(rogue + "/endless-event", **options))
+    client = modern(HTTPTransport(rogue + "/endless-event", **options))
     with pytest.raises(TransportError, match=limit):
         run(list_then_call(client))
 
@@ -92,7 +97,7 @@ def test_endless_sse_event_is_cut(rogue: str, options: dict[str, int], limit: st
 def test_endless_cursor_chain_before_the_first_call() -> None:
     app = Rogue()
     for url in serve(app):
-        client = Client(HTTPTransport(url + "/cursor"))
+        client = modern(HTTPTransport(url + "/cursor"))
         with pytest.raises(ListTooLong, match=r"tools/list: still a nextCursor after 100 pages"):
             run(list_then_call(client))
         assert app.requests == {"tools/list": 100}
@@ -102,7 +107,7 @@ def test_endless_cursor_chain_with_configured_limits() -> None:
     app = Rogue()
     for url in serve(app):
         limits = ClientLimits(max_pages=1000, max_items=5)
-        client = Client(HTTPTransport(url + "/cursor"), limits=limits)
+        client = modern(HTTPTransport(url + "/cursor"), limits=limits)
         with pytest.raises(ListTooLong, match=r"6 pages and 6 items .*max_items=5"):
             run(list_then_call(client))
         assert app.requests == {"tools/list": 6}
@@ -116,7 +121,7 @@ DEAF = "import time\ntime.sleep(60)\n"  # never reads stdin at all
 def test_stdio_server_that_never_answers(method: str) -> None:
     async def go() -> None:
         transport = StdioTransport([sys.executable, "-c", SILENT], shutdown_timeout=0.5)
-        async with Client(transport, timeout=0.5) as client:
+        async with modern(transport, timeout=0.5) as client:
             if method == "call_tool":
                 await client.call_tool("add", {})
             else:
@@ -131,7 +136,7 @@ def test_stdio_server_that_never_reads() -> None:
     # cancellation notice must not block on the same full pipe.
     async def go() -> None:
         transport = StdioTransport([sys.executable, "-c", DEAF], shutdown_timeout=0.5)
-        async with Client(transport, timeout=0.5) as client:
+        async with modern(transport, timeout=0.5) as client:
             await client.call_tool("add", {"blob": "x" * 4_000_000})
 
     with pytest.raises(TimeoutError, match="deadline"):

@@ -141,6 +141,9 @@ def _options(sub: argparse.ArgumentParser, *, rounds: bool) -> None:
     sub.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                      help="deadline for the whole command, answers included "
                           f"(default {DEFAULT_TIMEOUT:g}; 0 for none)")
+    sub.add_argument("--mode", choices=("auto", "modern", "legacy"), default="auto",
+                     help="auto: probe for 2026-07-28, else initialize (MCP 2025); "
+                          "modern/legacy: skip the probe (default auto)")
     if not rounds:
         sub.set_defaults(max_rounds=10, sampler=None, root=[])
         return
@@ -247,7 +250,8 @@ def _client(args: argparse.Namespace, items: list[str], console: StdConsole) -> 
         roots=roots or None,
     )
     timeout = args.timeout if args.timeout > 0 else None
-    return Client(transport, handlers=handlers, max_rounds=args.max_rounds, timeout=timeout)
+    return Client(transport, handlers=handlers, max_rounds=args.max_rounds, timeout=timeout,
+                  mode=args.mode)
 
 
 def _headers(values: Sequence[str]) -> dict[str, str]:

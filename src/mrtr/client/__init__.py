@@ -1,6 +1,7 @@
 """The client side: `Client`, the sans-I/O MRTR flow, input handlers and checkpoints."""
 
 from mrtr.client._client import Client
+from mrtr.client._era import Mode
 from mrtr.client._errors import (
     ClientError,
     InputRefused,
@@ -19,8 +20,15 @@ from mrtr.client._handlers import (
 )
 from mrtr.client._limits import ClientLimits
 from mrtr.client._requests import ProgressHandler
+from mrtr.client._session import VersionRefused
 from mrtr.client._stepping import ManualFlow
-from mrtr.client._transport import NotificationSink, Transport, TransportError
+from mrtr.client._transport import (
+    NotificationSink,
+    SessionExpired,
+    SessionTransport,
+    Transport,
+    TransportError,
+)
 
 __all__ = [
     "call_flow",
@@ -34,12 +42,15 @@ __all__ = [
     "InputRefused",
     "ListTooLong",
     "ManualFlow",
+    "Mode",
     "NotificationSink",
     "ProgressHandler",
     "RootsHandler",
     "RoundHook",
     "SamplingHandler",
     "Send",
+    "SessionExpired",
+    "SessionTransport",
     "Sleep",
     "Step",
     "Suspended",
@@ -48,4 +59,5 @@ __all__ = [
     "Transport",
     "TransportError",
     "UnexpectedResult",
+    "VersionRefused",
 ]

@@ -63,11 +63,11 @@ from mrtr.protocol import (
     ResourceTemplateReference,
     Tool,
     UnsetType,
-    encode_message,
 )
 
 from ._cache import TTLCache
 from ._checkpoint import load_checkpoint
+from ._era import Era, Mode
 from ._errors import UnexpectedResult
 from ._flow import FlowRequest, Fulfil, Step, call_flow, drive
 from ._handlers import Handlers, fulfil
@@ -109,6 +109,7 @@ class Client:
     stepping, where no handler answers); `max_rounds` caps MRTR rounds per call;
     `timeout` (seconds, None for no deadline) bounds each whole call, all pages, rounds and
     handlers included (raises TimeoutError); `limits` caps pages and input requests.
+    `mode`: "auto" probes once for 2026-07-28 or `initialize` (2025); see docs/client.md.
     """
 
     def __init__(
@@ -122,6 +123,7 @@ class Client:
         limits: ClientLimits | None = None,
         client_info: Implementation | None = None,
         clock: Callable[[], float] = time.monotonic,
+        mode: Mode = "auto",
     ) -> None:
         self.transport = transport
         self.handlers = handlers or Handlers()
@@ -135,6 +137,7 @@ class Client:
         self._tokens = itertools.count(1)
         self._cache = TTLCache(clock)
         self._tools = ToolIndex(check_headers=transport.sends_headers)
+        self.era = Era(transport, mode, handlers=self.handlers, client_info=self.client_info)
 
     async def __aenter__(self) -> Client:
         return self
@@ -147,6 +150,7 @@ class Client:
 
     async def aclose(self) -> None:
         """Close the transport."""
+        await self.era.close()
         await self.transport.aclose()
 
     # -- plain requests ---------------------------------------------------------------------
@@ -352,9 +356,7 @@ class Client:
         for attempt in (1, 2):
             headers = await self._headers(request)
             sink = progress_sink(request, progress)
-            raw = await self.transport.request(
-                encode_message(request), request_id=request.id, headers=headers, notify=sink
-            )
+            raw = await self.era.request(request, headers=headers, notify=sink)
             message = decode_reply(raw, request.method)
             if isinstance(message, JSONRPCResultResponse):
                 if message.id != request.id:

@@ -8,11 +8,21 @@ from typing import Protocol
 from mrtr.errors import MrtrError
 from mrtr.protocol import RequestId
 
-__all__ = ["NotificationSink", "Transport", "TransportError"]
+__all__ = [
+    "NotificationSink",
+    "SessionExpired",
+    "SessionTransport",
+    "Transport",
+    "TransportError",
+]
 
 
 class TransportError(MrtrError):
     """The transport failed: connection refused, server exited, non-MCP reply, broken stream."""
+
+
+class SessionExpired(TransportError):
+    """The server no longer knows the HTTP session (404 to a request carrying its id)."""
 
 
 class NotificationSink(Protocol):
@@ -47,4 +57,24 @@ class Transport(Protocol):
 
     async def aclose(self) -> None:
         """Release the connection or stop the server process."""
+        ...
+
+
+class SessionTransport(Transport, Protocol):
+    """A transport that also carries messages outside a request/response pair.
+
+    Connections that `initialize` need it: the client sends `notifications/initialized` and
+    its responses to server requests with `send`, and `listen` receives server messages that
+    belong to no pending request (HTTP: the GET stream; stdio: requests between our requests).
+    """
+
+    async def send(self, message: bytes, *, headers: Mapping[str, str]) -> None:
+        """Send one notification or response; no reply is awaited. Raises TransportError."""
+        ...
+
+    async def listen(self, sink: NotificationSink, *, headers: Mapping[str, str]) -> None:
+        """Pass unsolicited server messages to `sink` until cancelled or the server refuses.
+
+        Best effort: returns (without raising) when the server offers no such stream.
+        """
         ...

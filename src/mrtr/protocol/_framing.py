@@ -125,6 +125,7 @@ class SSEParser:
     """Parse a `text/event-stream` body into SSEEvents, per the WHATWG HTML rules."""
 
     def __init__(self) -> None:
+        self.retry: int | None = None  # the last `retry:` field (reconnection time, ms)
         self._reset()
 
     def _reset(self) -> None:
@@ -181,6 +182,8 @@ class SSEParser:
             self._event = value
         elif field == "id" and "\0" not in value:
             self._last_id = value
+        elif field == "retry" and value.isascii() and value.isdigit():
+            self.retry = int(value)
 
     def _dispatch(self, events: list[SSEEvent]) -> None:
         if self._data:

@@ -3,7 +3,8 @@
 # Design: one reader task routes each line by `id` to the waiting request, so requests run
 # concurrently; notifications (no id) go to every in-flight request's sink, and the client keeps
 # the ones that are its own (progress tokens). Cancelling a waiting request sends
-# `notifications/cancelled`, the stdio way to cancel (spec: transports/stdio).
+# `notifications/cancelled`, the stdio way to cancel (spec: transports/stdio). A 2025 server
+# also sends requests: they go to the `listen` sink when one is set, else to the waiting sinks.
 from __future__ import annotations
 
 import asyncio
@@ -93,6 +94,7 @@ class StdioTransport:
         self._waiting: dict[RequestId, _Waiter] = {}
         self._lock = asyncio.Lock()
         self._closed = False
+        self._listener: NotificationSink | None = None
 
     async def request(
         self,
@@ -115,6 +117,19 @@ class StdioTransport:
             raise
         finally:
             self._waiting.pop(request_id, None)
+
+    async def send(self, message: bytes, *, headers: Mapping[str, str]) -> None:
+        """Write one notification or response line."""
+        await self._write(await self._ensure_started(), message)
+
+    async def listen(self, sink: NotificationSink, *, headers: Mapping[str, str]) -> None:
+        """Pass the server's requests to `sink` (instead of to every waiting request's sink)."""
+        await self._ensure_started()
+        self._listener = sink
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self._listener = None
 
     async def aclose(self) -> None:
         """Close stdin, wait, then SIGTERM, then SIGKILL."""
@@ -217,7 +232,9 @@ class StdioTransport:
             waiter = self._waiting.get(peek.id) if isinstance(peek.id, str | int) else None
             if waiter is not None and not waiter[0].done():
                 waiter[0].set_result(line)
-        elif peek.id is UNSET:
+        elif peek.id is not UNSET and self._listener is not None:
+            self._listener(line)  # a server request (2025 sessions): answered once
+        else:
             for _, notify in list(self._waiting.values()):
                 notify(line)
 
