@@ -13,6 +13,7 @@ from mrtr.protocol import (
     CreateMessageRequestParams,
     ElicitRequest,
     ElicitRequestParams,
+    ElicitResult,
     ListRootsRequest,
     SamplingMessage,
     TextContent,
@@ -23,6 +24,7 @@ from mrtr.server._asks import (
     Declined,
     Reask,
     Suspend,
+    _typed,
     capability_missing,
     decode_elicit,
     form_spec,
@@ -219,3 +221,15 @@ def test_with_problem_prefixes_elicitations_only() -> None:
         "mode": "form", "message": "Too long.\n\nName?", "requestedSchema": {}}}
     sampling = Ask(None, "s", sampling_spec(_params()), resolve_sample)  # type: ignore[arg-type]
     assert sampling.with_problem("Too long.") is sampling.request
+
+
+def test_an_answer_of_another_type_is_malformed() -> None:
+    """The guard behind the three decoders: a decoded answer of the wrong type is refused."""
+    with pytest.raises(Reask) as info:
+        _typed("roots/list", {"roots": []}, ElicitResult)
+    assert info.value.problem == "The previous answer was malformed."
+
+
+def test_a_capability_the_struct_does_not_know_is_missing() -> None:
+    """A capability name the ClientCapabilities Struct has no field for reads as missing."""
+    assert capability_missing(ClientCapabilities(roots={}), {"tasks": {}}) is True

@@ -716,7 +716,7 @@ def test_elicit_schema_builds_and_validates() -> None:
     with pytest.raises(Declined) as declined:
         ask.resolve({"action": "cancel"})
     assert (declined.value.action, declined.value.prompt) == ("cancel", "N?")
-    with pytest.raises(Reask, match=r"\S"):
+    with pytest.raises(Reask, match="^n: must be a whole number$"):
         ask.resolve({"action": "accept", "content": {"n": "four"}})
 
 
@@ -750,8 +750,10 @@ def test_confirm_builds_a_checkbox_and_counts_decline_as_no() -> None:
     assert ask.resolve({"action": "accept", "content": {"confirm": True}}) == (
         True, {"action": "accept", "content": {"confirm": True}})
     assert ask.resolve({"action": "decline"}) == (False, {"action": "decline"})
-    with pytest.raises(Reask, match="confirm"):
+    with pytest.raises(Reask, match="^confirm: is required$"):
         ask.resolve({"action": "accept", "content": {}})
+    with pytest.raises(Reask, match="^confirm: is required$"):  # no content: an empty form
+        ask.resolve({"action": "accept"})
 
 
 def test_elicit_url_builds_the_request_and_needs_consent() -> None:
