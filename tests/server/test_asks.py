@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from mrtr.protocol import (
@@ -12,15 +13,18 @@ from mrtr.protocol import (
     CreateMessageRequestParams,
     ElicitRequest,
     ElicitRequestParams,
+    ElicitResult,
     ListRootsRequest,
     SamplingMessage,
     TextContent,
     Tool,
 )
 from mrtr.server._asks import (
+    Ask,
     Declined,
     Reask,
     Suspend,
+    _typed,
     capability_missing,
     decode_elicit,
     form_spec,
@@ -151,3 +155,81 @@ def test_suspend_is_not_an_exception() -> None:
 def test_declined_message() -> None:
     assert str(Declined("decline", "Go?")) == "The user declined the request: Go?"
     assert Declined("cancel", "Go?").action == "cancel"
+
+
+# -- issue 20: mutation survivors ---------------------------------------------------------------
+def test_shapes_are_stable_across_releases() -> None:
+    """Shapes are journaled in sealed states: a server upgraded mid-flow (rolling upgrade) must
+    compute the same shape for the same ask, or every in-flight answer is asked again. These
+    known answers pin the digest's parts (the kind tags, their order, the 128-bit length)."""
+    schema: dict[str, object] = {"type": "object"}
+    assert schema_digest(schema) == "a2c799262a3ce3c19ef5cdd983bf3d12"
+    assert form_spec("Delete A?", schema, schema_digest(schema)).shape == (
+        "6466800a1512369cc5272e9e7c219a68")
+    assert url_spec("Sign in", "https://a.example").shape == "1b7989ea9738ba72533890fe1386afda"
+    assert sampling_spec(_params()).shape == "bad8017e7bd87d9860ee3ba04412bbfa"
+    assert roots_spec().shape == "0e945e83fe7972082c327ca7f2b0263a"
+    assert request_shape(url_spec("Sign in", "https://a.example").request) == (
+        "4a1213430d7695713ca0aea882cdab12")
+
+
+def test_form_and_url_specs_build_the_wire_request() -> None:
+    schema: dict[str, object] = {"type": "object", "properties": {"x": {"type": "string"}}}
+    form = form_spec("Name?", schema, "d")
+    assert msgspec.to_builtins(form.request) == {"method": "elicitation/create", "params": {
+        "mode": "form", "message": "Name?", "requestedSchema": schema}}
+    url = url_spec("Sign in", "https://a.example")
+    assert msgspec.to_builtins(url.request) == {"method": "elicitation/create", "params": {
+        "mode": "url", "message": "Sign in", "url": "https://a.example"}}
+    assert msgspec.to_builtins(roots_spec().request) == {"method": "roots/list"}
+    assert roots_spec().capability == {"roots": {}}
+    assert form_spec("Name?", schema, "d").shape != form_spec("Name?", schema, "e").shape
+
+
+@pytest.mark.parametrize(("declared", "needed"), [
+    ({"elicitation": {}}, {"elicitation": {"form": {}}, "roots": {}}),
+    ({"elicitation": {"form": {}}}, {"elicitation": {"form": {}}, "sampling": {}}),
+    ({"sampling": {}}, {"sampling": {}, "roots": {}}),
+])
+def test_every_needed_capability_is_checked(declared: Any, needed: dict[str, object]) -> None:
+    """A capability after a satisfied one is still checked (continue, not break)."""
+    assert capability_missing(declared, needed) is True
+    assert capability_missing({**declared, **{k: {} for k in needed if k != "elicitation"}},
+                              needed) is False
+
+
+def test_malformed_answers_say_so_exactly() -> None:
+    for call in (lambda: decode_elicit(None), lambda: decode_elicit({"action": "maybe"}),
+                 lambda: resolve_sample({"action": "accept"}),
+                 lambda: resolve_roots({"roots": "nope"})):
+        with pytest.raises(Reask) as info:
+            call()
+        assert info.value.problem == str(info.value) == "The previous answer was malformed."
+
+
+def test_declined_names_the_action_and_keeps_the_prompt() -> None:
+    declined = Declined("decline", "Go?")
+    assert (declined.action, declined.prompt) == ("decline", "Go?")
+    assert str(Declined("cancel", "Go?")) == "The user cancelled the request: Go?"
+    assert str(Declined("other", "Go?")) == "The user other the request: Go?"
+
+
+def test_with_problem_prefixes_elicitations_only() -> None:
+    ctx_free = Ask(None, "k", form_spec("Name?", {}, "d"), decode_elicit)  # type: ignore[arg-type]
+    request = ctx_free.with_problem("Too long.")
+    assert msgspec.to_builtins(request) == {"method": "elicitation/create", "params": {
+        "mode": "form", "message": "Too long.\n\nName?", "requestedSchema": {}}}
+    sampling = Ask(None, "s", sampling_spec(_params()), resolve_sample)  # type: ignore[arg-type]
+    assert sampling.with_problem("Too long.") is sampling.request
+
+
+def test_an_answer_of_another_type_is_malformed() -> None:
+    """The guard behind the three decoders: a decoded answer of the wrong type is refused."""
+    with pytest.raises(Reask) as info:
+        _typed("roots/list", {"roots": []}, ElicitResult)
+    assert info.value.problem == "The previous answer was malformed."
+
+
+def test_a_capability_the_struct_does_not_know_is_missing() -> None:
+    """A capability name the ClientCapabilities Struct has no field for reads as missing."""
+    assert capability_missing(ClientCapabilities(roots={}), {"tasks": {}}) is True

@@ -3,16 +3,29 @@ gates, fallbacks, once, gather), progress and logging."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from collections.abc import Iterator
 from typing import Annotated, Any
 
+import msgspec
 import pytest
 from msgspec import Meta
 
 from mrtr import Context, Elicited, Form, Server
-from mrtr.protocol import TextContent, Tool
+from mrtr.protocol import (
+    ClientCapabilities,
+    RequestMeta,
+    SamplingMessage,
+    TextContent,
+    Tool,
+    ToolChoice,
+)
+from mrtr.server._asks import Declined, Reask, form_spec, sampling_spec, schema_digest, url_spec
+from mrtr.server._forms import Confirmation, render_form
+from mrtr.server._journal import FlowState
+from mrtr.server._peer import Peer
 from mrtr.testing import ANSWER_CANCEL, ANSWER_DECLINE, then
 from tests.server.wire import WireClient
 
@@ -532,3 +545,295 @@ def test_journaled_answer_that_became_invalid_is_asked_again(client: WireClient)
         "inputResponses": {"slot": {"action": "accept", "content": {"slot": "10am"}}}})
     assert set(r4["inputRequests"]) == {"ok"}  # never reached last round: asked now
     assert r4["inputRequests"]["ok"]["params"]["message"] == "Reserve 10am?"
+
+
+# -- the asks as built: a Context with a recording Settler (issue 20, mutation survivors) ---------
+class Recorder:
+    """A Settler that records the asks and answers them from `answers` (raw, by key)."""
+
+    def __init__(self, answers: dict[str, Any] | None = None) -> None:
+        self.asks: list[Any] = []
+        self.answers = answers or {}
+
+    def settle(self, asks: Any) -> list[Any]:
+        self.asks.extend(asks)
+        return [ask.resolve(self.answers[ask.key])[0] if ask.key in self.answers else None
+                for ask in asks]
+
+
+def bare_context(answers: dict[str, Any] | None = None, **flow: Any) -> tuple[Context, Recorder]:
+    recorder = Recorder(answers)
+    meta = RequestMeta(protocol_version="2026-07-28", client_capabilities=ClientCapabilities())
+    ctx = Context(request_id=1, meta=meta, peer=Peer(), flow=FlowState(**flow),
+                  input_responses={}, settler=recorder)
+    return ctx, recorder
+
+
+def wire(ask: Any) -> dict[str, Any]:
+    return msgspec.to_builtins(ask.request)  # type: ignore[no-any-return]
+
+
+def test_sample_sends_every_parameter_and_shapes_it() -> None:
+    ctx, _ = bare_context()
+    tool = Tool(name="lookup", input_schema={"type": "object"})
+    ask = ctx.sample("hi", max_tokens=7, system_prompt="be terse", tools=[tool],
+                     tool_choice=ToolChoice(mode="required"), temperature=0.25, key="s")
+    assert ask.key == "s"
+    assert wire(ask) == {"method": "sampling/createMessage", "params": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+        "maxTokens": 7, "systemPrompt": "be terse", "temperature": 0.25,
+        "tools": [{"name": "lookup", "inputSchema": {"type": "object"}}],
+        "toolChoice": {"mode": "required"}}}
+    assert ask.spec == sampling_spec(ask.request.params)  # type: ignore[union-attr]
+    assert ask.spec.capability == {"sampling": {"tools": {}}}
+    assert not ask.has_fallback and not ask.accept_unasked
+
+
+def test_sample_leaves_unset_parameters_out() -> None:
+    ctx, _ = bare_context()
+    ask = ctx.sample("hi", max_tokens=3)
+    assert ask.key == "sample-1"
+    assert wire(ask) == {"method": "sampling/createMessage", "params": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+        "maxTokens": 3}}
+    assert ask.spec.capability == {"sampling": {}}
+
+
+def test_sample_takes_a_conversation_and_tool_choice_alone_needs_tools() -> None:
+    ctx, _ = bare_context()
+    talk = (SamplingMessage(role="user", content=TextContent(text="a")),
+            SamplingMessage(role="assistant", content=TextContent(text="b")))
+    ask = ctx.sample(talk, max_tokens=1, tool_choice=ToolChoice(mode="none"))
+    params = wire(ask)["params"]
+    assert params["messages"] == [{"role": "user", "content": {"type": "text", "text": "a"}},
+                                  {"role": "assistant", "content": {"type": "text", "text": "b"}}]
+    assert params["toolChoice"] == {"mode": "none"} and "tools" not in params
+    assert ask.spec.capability == {"sampling": {"tools": {}}}
+
+
+def test_sample_resolves_the_model_reply() -> None:
+    reply = {"role": "assistant", "content": {"type": "text", "text": "t"}, "model": "m"}
+    ctx, recorder = bare_context({"s": reply})
+    ask = ctx.sample("hi", max_tokens=1, key="s")
+    value, kept = ask.resolve(reply)
+    assert value.model == "m" and kept == reply
+
+
+def test_roots_ask_and_its_fallback() -> None:
+    ctx, _ = bare_context()
+    strict, lenient = ctx.roots(), ctx.roots(key="r", fallback=["x"])
+    assert (strict.key, lenient.key) == ("roots-1", "r")
+    assert wire(strict) == {"method": "roots/list"}
+    assert strict.spec.capability == {"roots": {}} and strict.spec == lenient.spec
+    assert not strict.has_fallback and lenient.has_fallback and lenient.fallback == ["x"]
+    roots, kept = strict.resolve({"roots": [{"uri": "file:///a"}]})
+    assert [r.uri for r in roots] == ["file:///a"] and kept == {"roots": [{"uri": "file:///a"}]}
+
+
+class Booking(msgspec.Struct):
+    ref: str
+    seats: int
+
+
+def test_once_journals_the_json_value_and_replays_it_typed() -> None:
+    ctx, _ = bare_context()
+    ran: list[str] = []
+
+    async def book() -> Booking:
+        ran.append("book")
+        return Booking("B-1", 2)
+
+    assert asyncio.run(ctx.once("book", book)) == Booking("B-1", 2)
+    assert ctx._flow.onces == {"book": {"ref": "B-1", "seats": 2}}
+    later, _ = bare_context(onces={"book": {"ref": "B-1", "seats": 2}})
+    assert asyncio.run(later.once("book", book, returns=Booking)) == Booking("B-1", 2)
+    assert asyncio.run(later.once("book", book)) == {"ref": "B-1", "seats": 2}
+    assert ran == ["book"]
+    assert asyncio.run(later.once("other", lambda: 5)) == 5
+    assert later._flow.onces["other"] == 5
+
+
+def test_ask_keys_default_to_kind_and_call_order() -> None:
+    ctx, _ = bare_context()
+    asks = [ctx.elicit("a", Name), ctx.confirm("b"), ctx.elicit_url("c", "https://x"),
+            ctx.sample("d", max_tokens=1), ctx.roots(), ctx.elicit_schema("e", {}),
+            ctx.confirm("f", key="mine"), ctx.confirm("g")]
+    assert [a.key for a in asks] == ["elicit-1", "confirm-2", "url-3", "sample-4", "roots-5",
+                                     "elicit-6", "mine", "confirm-8"]
+
+
+class Note(Form):
+    note: str = "none"
+
+
+def test_elicit_builds_the_form_and_journals_the_validated_answer() -> None:
+    ctx, _ = bare_context()
+    rendered = render_form(Name)
+    ask = ctx.elicit("Name?", Name, key="n")
+    assert wire(ask) == {"method": "elicitation/create", "params": {
+        "mode": "form", "message": "Name?", "requestedSchema": rendered.schema}}
+    assert ask.spec == form_spec("Name?", rendered.schema, rendered.digest)
+    assert not ask.accept_unasked and not ask.has_fallback
+    assert ask.resolve(accept("Ann")) == (Name(name="Ann"),
+                                          {"action": "accept", "content": {"name": "Ann"}})
+    with pytest.raises(Declined) as declined:
+        ask.resolve({"action": "decline"})
+    assert (declined.value.action, declined.value.prompt) == ("decline", "Name?")
+    with pytest.raises(Reask, match="name"):
+        ask.resolve({"action": "accept", "content": {"name": 3}})
+    assert ctx.elicit("Who?", Name, accept_unasked=True).accept_unasked
+
+
+def test_elicit_without_content_takes_the_form_defaults() -> None:
+    ctx, _ = bare_context()
+    assert ctx.elicit("Note?", Note).resolve({"action": "accept"}) == (
+        Note(), {"action": "accept", "content": {"note": "none"}})
+    assert ctx.elicit_schema("Note?", {"type": "object", "properties": {}}).resolve(
+        {"action": "accept"}) == ({}, {"action": "accept", "content": {}})
+    assert ctx.confirm("Sure?").resolve({"action": "accept", "content": {"confirm": False}}) == (
+        False, {"action": "accept", "content": {"confirm": False}})
+
+
+def test_elicit_with_outcome_journals_the_action() -> None:
+    ctx, _ = bare_context()
+    ask = ctx.elicit("Name?", Name, key="n", outcome=True)
+    assert ask.resolve({"action": "cancel"}) == (Elicited("cancel", None), {"action": "cancel"})
+    assert ask.resolve(accept("Ann")) == (Elicited("accept", Name(name="Ann")),
+                                          {"action": "accept", "content": {"name": "Ann"}})
+
+
+def test_elicit_schema_builds_and_validates() -> None:
+    schema: dict[str, object] = {"type": "object", "properties": {"n": {"type": "integer"}},
+                                 "required": ["n"]}
+    ctx, _ = bare_context()
+    ask = ctx.elicit_schema("N?", schema, key="k")
+    assert ask.key == "k"
+    assert wire(ask) == {"method": "elicitation/create", "params": {
+        "mode": "form", "message": "N?", "requestedSchema": schema}}
+    assert ask.spec == form_spec("N?", schema, schema_digest(schema))
+    assert ask.resolve({"action": "accept", "content": {"n": 4}}) == (
+        {"n": 4}, {"action": "accept", "content": {"n": 4}})
+    with pytest.raises(Declined) as declined:
+        ask.resolve({"action": "cancel"})
+    assert (declined.value.action, declined.value.prompt) == ("cancel", "N?")
+    with pytest.raises(Reask, match="^n: must be a whole number$"):
+        ask.resolve({"action": "accept", "content": {"n": "four"}})
+
+
+def test_elicit_fields_asks_one_form_for_the_missing_arguments() -> None:
+    ctx, recorder = bare_context({"args:a,b": {"action": "accept",
+                                               "content": {"a": "x", "b": 2}}})
+    fields = {"b": ("How many?", {"type": "integer"}), "a": (None, {"type": "string"})}
+    assert asyncio.run(ctx.elicit_fields(fields)) == {"a": "x", "b": 2}
+    [ask] = recorder.asks
+    assert ask.key == "args:a,b"
+    assert wire(ask)["params"] == {"mode": "form", "message": "How many?", "requestedSchema": {
+        "type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string"}},
+        "required": ["a", "b"]}}
+    ctx, recorder = bare_context({"args:a,b": {"action": "accept",
+                                               "content": {"a": "x", "b": 2}}})
+    asyncio.run(ctx.elicit_fields({"b": (None, {}), "a": (None, {})}))
+    assert wire(recorder.asks[0])["params"]["message"] == "Please provide: a, b"
+    ctx, recorder = bare_context({"args:a,b": {"action": "accept",
+                                               "content": {"a": "x", "b": 2}}})
+    asyncio.run(ctx.elicit_fields({"b": ("B?", {}), "a": ("A?", {})}))
+    assert wire(recorder.asks[0])["params"]["message"] == "B? A?"
+
+
+def test_confirm_builds_a_checkbox_and_counts_decline_as_no() -> None:
+    ctx, _ = bare_context()
+    ask = ctx.confirm("Sure?", key="ok")
+    rendered = render_form(Confirmation)
+    assert wire(ask) == {"method": "elicitation/create", "params": {
+        "mode": "form", "message": "Sure?", "requestedSchema": rendered.schema}}
+    assert ask.spec == form_spec("Sure?", rendered.schema, rendered.digest)
+    assert ask.resolve({"action": "accept", "content": {"confirm": True}}) == (
+        True, {"action": "accept", "content": {"confirm": True}})
+    assert ask.resolve({"action": "decline"}) == (False, {"action": "decline"})
+    with pytest.raises(Reask, match="^confirm: is required$"):
+        ask.resolve({"action": "accept", "content": {}})
+    with pytest.raises(Reask, match="^confirm: is required$"):  # no content: an empty form
+        ask.resolve({"action": "accept"})
+
+
+def test_elicit_url_builds_the_request_and_needs_consent() -> None:
+    ctx, _ = bare_context()
+    ask = ctx.elicit_url("Sign in", "https://a.example/x", key="auth")
+    assert wire(ask) == {"method": "elicitation/create", "params": {
+        "mode": "url", "message": "Sign in", "url": "https://a.example/x"}}
+    assert ask.spec == url_spec("Sign in", "https://a.example/x")
+    assert ask.resolve({"action": "accept"}) == (None, {"action": "accept"})
+    with pytest.raises(Declined) as declined:
+        ask.resolve({"action": "decline"})
+    assert (declined.value.action, declined.value.prompt) == ("decline", "Sign in")
+
+
+def notifying_context(**meta: Any) -> tuple[Context, list[dict[str, Any]]]:
+    sent: list[dict[str, Any]] = []
+
+    async def sink(note: Any) -> None:
+        sent.append(msgspec.to_builtins(note))
+
+    ctx = Context(request_id=1, peer=Peer(), flow=FlowState(), input_responses={},
+                  settler=Recorder(), sink=sink,
+                  meta=RequestMeta(protocol_version="2026-07-28",
+                                   client_capabilities=ClientCapabilities(), **meta))
+    return ctx, sent
+
+
+def note(kind: str, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": f"notifications/{kind}", "params": params}
+
+
+def test_progress_sends_total_and_message_only_when_given() -> None:
+    ctx, sent = notifying_context(progress_token=7)
+
+    async def report() -> None:
+        await ctx.report_progress(1)
+        await ctx.report_progress(1)  # not an increase: dropped
+        await ctx.report_progress(2, 4, "half")
+        await ctx.report_progress(1.5, 4)  # a decrease: dropped
+
+    asyncio.run(report())
+    assert sent == [note("progress", progressToken=7, progress=1),
+                    note("progress", progressToken=7, progress=2, total=4, message="half")]
+    quiet, nothing = notifying_context()
+    asyncio.run(quiet.report_progress(1))
+    assert nothing == []
+
+
+def test_log_filters_by_level_and_names_the_logger_only_when_given() -> None:
+    ctx, sent = notifying_context(log_level="notice")
+
+    async def log() -> None:
+        for level in ("debug", "info", "notice", "warning", "emergency", "verbose"):
+            await ctx.log(level, level)
+        await ctx.log("error", {"x": 1}, logger="db")
+
+    asyncio.run(log())
+    assert sent == [note("message", level="notice", data="notice"),
+                    note("message", level="warning", data="warning"),
+                    note("message", level="emergency", data="emergency"),
+                    note("message", level="error", data={"x": 1}, logger="db")]
+    quiet, nothing = notifying_context()
+    asyncio.run(quiet.log("emergency", "x"))
+    assert nothing == []
+
+
+def test_guard_style_view_of_the_request() -> None:
+    """input_responses keeps only the keys asked last round (issue 20, M04), state and round come
+    from the flow, identity from the request."""
+    recorder = Recorder()
+    flow = FlowState(round=2, pending={"a": "shape-a", "b": "shape-b"}, state={"step": 3})
+    meta = RequestMeta(protocol_version="2026-07-28",
+                       client_capabilities=ClientCapabilities(roots={}))
+    ctx = Context(request_id="r-9", meta=meta, peer=Peer(principal="sub:1"), flow=flow,
+                  input_responses={"a": 1, "c": 3, "b": 2}, settler=recorder)
+    assert ctx.input_responses == {"a": 1, "b": 2}
+    assert ctx.state == {"step": 3} and ctx.round == 3
+    assert (ctx.request_id, ctx.principal, ctx.client_info) == ("r-9", "sub:1", None)
+    assert ctx.client_capabilities == ClientCapabilities(roots={})
+    assert ctx.cancelled is ctx.cancelled and not ctx.cancelled.is_set()
+    first = Context(request_id=1, meta=meta, peer=Peer(), flow=FlowState(),
+                    input_responses={"a": 1}, settler=recorder)
+    assert first.input_responses == {} and first.round == 1 and first.state is None
