@@ -88,8 +88,37 @@ def test_refusals_are_not_logged_as_server_errors(
 
 def test_docs_example_of_errors_runs() -> None:
     docs = Path(__file__).resolve().parents[2] / "docs" / "server.md"
+    if not docs.exists():  # `make mutate` stages copy src/, tests/ and examples/ only
+        pytest.skip("docs/ is not beside the tests (a mutation stage)")
     section = docs.read_text().split("## Errors: what the client sees", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     ns: dict[str, Any] = {"__name__": "docs_errors"}
     exec(compile(code, str(docs), "exec", dont_inherit=True), ns)  # its asserts are the test
     assert ns["prompt"].rounds == 2
+
+
+WHAT = "request 7 (prompts/get p)"
+
+
+@pytest.mark.parametrize(("exc", "tool_line", "wire_line"), [
+    (Declined("decline", "Go?"), f"tool t: {DECLINED}", f"{WHAT}: {DECLINED}"),
+    (ArgumentsInvalid("Invalid arguments: $.a"), "tool t: Invalid arguments: $.a",
+     f"{WHAT}: Invalid arguments: $.a"),
+    (RuntimeError(SECRET), "tool t failed", f"{WHAT} failed"),
+    (InvalidParams("Unknown prompt: p"), None,
+     f"{WHAT}: InvalidParams('Unknown prompt: p', code=-32602, data=None)"),
+    (Suspend(), None, f"{WHAT}: the handler asked for input, which this method may not"),
+], ids=["Declined", "ArgumentsInvalid", "RuntimeError", "InvalidParams", "Suspend"])
+def test_the_log_line_names_the_request_and_the_reason_issue_20(
+    exc: BaseException, tool_line: str | None, wire_line: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The operator reads what failed, where, and why; the client reads only the wire text."""
+    with caplog.at_level(logging.INFO, LOG.name):
+        if tool_line is not None:
+            assert isinstance(exc, Exception)
+            tool_failure(exc, "t", LOG)
+        wire_error(exc, WHAT, LOG)
+    expected = [tool_line, wire_line] if tool_line is not None else [wire_line]
+    assert caplog.messages == expected
+    if isinstance(exc, RuntimeError):  # a bug: the traceback goes to the log
+        assert all(r.exc_info and r.exc_info[1] is exc for r in caplog.records)

@@ -215,7 +215,55 @@ def test_an_answer_too_large_to_carry_is_invalid_params_issue_11(client: WireCli
     reply = client.send("tools/call", {
         "name": "in_task_group", "arguments": {}, "requestState": first["requestState"],
         "inputResponses": {"a": huge}})
-    assert reply["error"]["code"] == -32602 and "too large" in reply["error"]["message"]
+    assert reply["error"] == {"code": -32602, "message": (
+        "The answers are too large to carry to the next round; send shorter ones")}
+
+
+@app.tool()
+async def hoard(ctx: Context) -> object:
+    return InputRequired(state="x" * 300_000)
+
+
+def test_a_state_too_large_without_answers_is_the_servers_fault_issue_20(
+    client: WireClient,
+) -> None:
+    """No answer came this round, so an oversized state is the handler's doing: -32603."""
+    reply = client.send("tools/call", {"name": "hoard", "arguments": {}})
+    assert reply["error"] == {"code": -32603, "message": "Request state too large"}
+
+
+@app.tool()
+async def ask_twice(ctx: Context) -> str:
+    first = await ctx.confirm("Sure?", key="sure")
+    again = await ctx.confirm("Sure?", key="sure")  # the same ask: the same answer
+    return f"{first} {again}"
+
+
+def test_the_same_ask_twice_in_one_run_gets_one_answer_issue_20(client: WireClient) -> None:
+    flow = client.call_tool("ask_twice", answers={"sure": True})
+    assert flow.rounds == 2 and flow.text == "True True"
+
+
+@app.tool()
+async def guard_then_ask(ctx: Context, grouped: bool = False) -> object:
+    """Guard style first, straight-line asks after: the guard's state survives the asks."""
+    if ctx.round == 1:
+        return InputRequired(state="kept")
+    if grouped:
+        async with asyncio.TaskGroup() as group:
+            task = group.create_task(_ask(ctx, "a"))
+        name = task.result()
+    else:
+        name = await _ask(ctx, "a")
+    return f"{name} {ctx.state}"
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_guard_state_survives_a_later_suspension_issue_20(
+    client: WireClient, grouped: bool
+) -> None:
+    flow = client.call_tool("guard_then_ask", {"grouped": grouped}, answers={"a": {"name": "A"}})
+    assert flow.rounds == 3 and flow.text == "A kept"
 
 
 def test_max_rounds_cap() -> None:
@@ -301,8 +349,9 @@ def test_open_rejects_a_foreign_binding() -> None:
 
 def test_open_rejects_an_undecodable_journal() -> None:
     engine, sealer = make_engine()
-    with pytest.raises(InvalidRequestState):
+    with pytest.raises(InvalidRequestState) as caught:
         engine.open(sealer.seal(b"not msgpack \xc1", BINDING), lambda: BINDING)
+    assert caught.value.reason == "journal does not decode"  # logged, never sent
 
 
 def test_open_caps_rounds() -> None:
@@ -311,6 +360,19 @@ def test_open_caps_rounds() -> None:
     token = sealer.seal(encode_flow(FlowState(flow_id="f", round=4)), BINDING)
     with pytest.raises(InvalidParams, match="limit 4"):
         engine.open(token, lambda: BINDING)
+
+
+def test_the_default_limit_is_16_rounds_issue_20() -> None:
+    sealer = Sealer(keys=[b"e" * 32], audience="a", clock=Clock())
+    engine = RoundEngine(sealer)
+    from mrtr.server._journal import encode_flow
+
+    def state(round_no: int) -> str:
+        return sealer.seal(encode_flow(FlowState(flow_id="f", round=round_no)), BINDING)
+
+    assert engine.open(state(15), lambda: BINDING).flow.round == 15
+    with pytest.raises(InvalidParams, match="limit 16"):
+        engine.open(state(16), lambda: BINDING)
 
 
 def test_flow_deadline_is_carried_not_extended() -> None:

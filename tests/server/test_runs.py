@@ -5,14 +5,15 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
+import msgspec
 import pytest
 from msgspec import Meta
 
 from mrtr import Context, Form, Server
-from mrtr.server import AskIfMissing, CachePolicy, ToolError
-from tests.server.wire import WireClient
+from mrtr.server import AskIfMissing, CachePolicy, InputRequired, ToolError
+from tests.server.wire import FROZEN_STATE_ERROR, WireClient
 
 app = Server("runs", version="1.0.0")
 SECRET = "hunter2-internal-detail"
@@ -288,3 +289,170 @@ def test_fields_a_form_ignores_never_reach_the_next_state_issue_11(client: WireC
                                           "inputResponses": {"second": {
                                               "action": "accept", "content": {"topic": "TLS"}}}})
     assert third["content"][0]["text"] == "DNS then TLS"
+
+
+# -- issue 20: tests that kill the mutants of _runs.py (mutation/baseline.toml) -------------------
+@app.tool()
+async def greet(ctx: Context, who: str) -> str:
+    topic = await ctx.elicit("Topic?", Topic, key="topic")
+    return f"{who}: {topic.topic}"
+
+
+TOPIC = {"topic": {"action": "accept", "content": {"topic": "DNS"}}}
+# (method, round-1 params, the same request aimed elsewhere: other arguments, prompt or URI)
+REPLAYS = [
+    ("tools/call", {"name": "greet", "arguments": {"who": "ann"}},
+     {"name": "greet", "arguments": {"who": "bob"}}),
+    ("prompts/get", {"name": "brief", "arguments": {"audience": "ops"}},
+     {"name": "brief", "arguments": {"audience": "board"}}),
+    ("resources/read", {"uri": "mem://notes/monday"}, {"uri": "mem://notes/tuesday"}),
+]
+
+
+@pytest.mark.parametrize(("method", "params", "elsewhere"), REPLAYS,
+                         ids=["tool", "prompt", "resource"])
+def test_a_state_opens_only_for_its_request_and_principal_issue_20(
+    method: str, params: dict[str, Any], elsewhere: dict[str, Any]
+) -> None:
+    """A sealed state is bound to the method, target, arguments and principal (DIGEST §2.4):
+    replayed with other arguments, or by another caller, it is refused, not continued."""
+    with WireClient(app, principal="sub:alice") as client:
+        first = client.request(method, params)
+        retry = {"requestState": first["requestState"], "inputResponses": TOPIC}
+        assert client.send(method, {**elsewhere, **retry})["error"] == FROZEN_STATE_ERROR
+        client.principal = "sub:mallory"
+        assert client.send(method, {**params, **retry})["error"] == FROZEN_STATE_ERROR
+        client.principal = None  # an anonymous caller is another principal too
+        assert client.send(method, {**params, **retry})["error"] == FROZEN_STATE_ERROR
+        client.principal = "sub:alice"
+        assert "error" not in client.send(method, {**params, **retry})
+
+
+class Point(msgspec.Struct):
+    x: int
+    y: int
+
+
+@app.tool()
+def off_schema() -> Point:
+    return cast(Point, {"x": "one", "y": 2})  # not a Point: breaks the outputSchema
+
+
+@app.tool()
+def hello(name: str = "world") -> str:
+    return f"hello {name}"
+
+
+@app.prompt()
+def greeting(tone: str = "warm") -> str:
+    """Say hello."""
+    return f"a {tone} hello"
+
+
+@app.prompt()
+def pair(first: str, second: str) -> str:
+    return first + second
+
+
+@app.prompt()
+async def progress_prompt(ctx: Context) -> str:
+    await ctx.report_progress(1.0, 2.0)
+    return "done"
+
+
+@app.resource("mem://progress", mime_type="text/markdown")
+async def progress_resource(ctx: Context) -> str:
+    await ctx.report_progress(1.0, 2.0)
+    return "# done"
+
+
+@app.completion(prompt="greeting")
+def complete_greeting(ctx: Context, argument: str, value: str, context: object) -> list[str]:
+    return [str(ctx.request_id), str(ctx.principal), str(dict(ctx.input_responses)), str(ctx.round)]
+
+
+def test_unknown_names_say_which_issue_20(client: WireClient) -> None:
+    def message(method: str, params: dict[str, str]) -> str:
+        return str(client.send(method, params)["error"]["message"])
+
+    assert message("tools/call", {"name": "nope"}) == "Unknown tool: nope"
+    assert message("prompts/get", {"name": "nope"}) == "Unknown prompt: nope"
+    assert message("resources/read", {"uri": "mem://missing"}) == "Resource not found: mem://missing"
+
+
+def test_every_missing_prompt_argument_is_named_issue_20(client: WireClient) -> None:
+    error = client.send("prompts/get", {"name": "pair", "arguments": {}})["error"]
+    assert error == {"code": -32602, "message": "Missing required arguments: first, second"}
+
+
+def test_arguments_may_be_absent_issue_20(client: WireClient) -> None:
+    """`arguments` is optional on the wire: absent is the empty object, not an error."""
+    assert client.request("tools/call", {"name": "hello"})["content"][0]["text"] == "hello world"
+    result = client.request("prompts/get", {"name": "greeting"})
+    assert result["messages"][0]["content"]["text"] == "a warm hello"
+
+
+def test_prompt_result_has_its_description_and_server_info_issue_20(client: WireClient) -> None:
+    result = client.request("prompts/get", {"name": "greeting", "arguments": {"tone": "dry"}})
+    assert result["description"] == "Say hello."
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"] == {
+        "name": "runs", "version": "1.0.0"}
+
+
+def test_tool_output_off_its_schema_is_an_error_result_issue_20(
+    client: WireClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="mrtr.server"):
+        result = client.request("tools/call", {"name": "off_schema", "arguments": {}})
+    assert result["isError"] is True and "structuredContent" not in result
+    assert result["content"][0]["text"] == (
+        "Tool off_schema returned a result that does not match its output schema.")
+    assert "does not match its outputSchema" in caplog.text
+
+
+@pytest.mark.parametrize(("method", "params"), [
+    ("prompts/get", {"name": "progress_prompt"}), ("resources/read", {"uri": "mem://progress"})])
+def test_prompts_and_resources_send_progress_issue_20(
+    client: WireClient, method: str, params: dict[str, Any]
+) -> None:
+    client.request(method, {**params, "_meta": client.meta(progressToken="p1")})
+    assert [n["params"] for n in client.notifications] == [
+        {"progressToken": "p1", "progress": 1.0, "total": 2.0}]
+
+
+def test_resource_result_keeps_mime_type_and_server_info_issue_20(client: WireClient) -> None:
+    result = client.request("resources/read", {"uri": "mem://progress"})
+    assert result["contents"] == [
+        {"uri": "mem://progress", "mimeType": "text/markdown", "text": "# done"}]
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"] == {
+        "name": "runs", "version": "1.0.0"}
+
+
+def test_completion_context_knows_the_request_issue_20() -> None:
+    with WireClient(app, principal="sub:42") as client:
+        result = client.request("completion/complete", {
+            "ref": {"type": "ref/prompt", "name": "greeting"},
+            "argument": {"name": "tone", "value": "w"}})
+    assert result["completion"]["values"] == ["1", "sub:42", "{}", "1"]
+
+
+cached = Server("cached", cache=CachePolicy(ttl_ms=9_000, scope="public"))
+
+
+@cached.resource("mem://guarded")
+async def guarded(ctx: Context) -> object:
+    if ctx.round == 1:
+        return InputRequired(state="again")
+    return f"round {ctx.round}"
+
+
+def test_every_retried_read_is_private_and_uncached_issue_20() -> None:
+    """CACHE-M-01: a read that carries a requestState, with or without inputResponses, is a
+    retry; its result is never cached, whatever the server's cache policy."""
+    with WireClient(cached) as client:
+        first = client.request("resources/read", {"uri": "mem://guarded"})
+        state = first["requestState"]
+        for retry in ({"requestState": state}, {"requestState": state, "inputResponses": {}}):
+            result = client.request("resources/read", {"uri": "mem://guarded", **retry})
+            assert result["contents"][0]["text"] == "round 2"
+            assert (result["ttlMs"], result["cacheScope"]) == (0, "private")
