@@ -10,11 +10,11 @@ import asyncio
 import sys
 
 from mrtr.client import Client, Handlers
-from mrtr.protocol import ElicitRequestParams, ElicitResult, TextContent
+from mrtr.protocol import ElicitRequestParams, ElicitResult, ElicitValue, TextContent
 from mrtr.transports import HTTPTransport
 
-ANSWERS = {"reason": "broken", "email": "ann@example.com", "boxes": 2,
-           "pickup_date": "2026-08-03", "confirm": True}
+ANSWERS: dict[str, ElicitValue] = {"reason": "broken", "email": "ann@example.com", "boxes": 2,
+                                   "pickup_date": "2026-08-03", "confirm": True}
 
 
 async def ask_user(params: ElicitRequestParams) -> ElicitResult:
