@@ -20,6 +20,7 @@ from mrtr.protocol import ElicitRequestParams, ElicitResult, RequestId, TextCont
 from mrtr.transports._http_client import HTTPTransport
 from mrtr.transports._stdio_client import StdioTransport
 from tests.client.rogue import free_port
+from tests.client.test_examples_e2e import HANDLERS, SCENARIOS, run_flow
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
@@ -143,3 +144,19 @@ def test_auto_client_negotiates_2026_over_stdio_issue12() -> None:
 
     assert asyncio.run(go()) == BOOKED
     check_asked(answers)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_every_example_completes_in_a_2025_session_over_stdio_issue12(name: str) -> None:
+    # Sampling (research), roots (research) and plain forms (provision) pushed by our server
+    # and answered by our client's handlers, exactly as in the 2026 runs of test_examples_e2e.
+    command = [sys.executable, "-m", "mrtr", "serve", f"examples.{name}:app", "--stdio"]
+    transport = StdioTransport(command, env=ENV, cwd=str(ROOT), stderr="tail")
+
+    async def go() -> str:
+        client = Client(transport, handlers=HANDLERS, mode="legacy", timeout=30)
+        text = await run_flow(client, name)
+        assert client.era.session is not None
+        return text
+
+    assert asyncio.run(go()) == SCENARIOS[name][2]
