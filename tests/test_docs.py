@@ -44,7 +44,8 @@ def test_19_docs_include_no_snippet_markers() -> None:
 def test_19_blocks_titled_with_a_file_show_that_file_verbatim() -> None:
     shown = {(doc.name, title): body
              for doc in DOCS for title, body in TITLED.findall(doc.read_text())}
-    expected = {("server.md", "examples/bookings.py"), ("server.md", "examples/asgi_app.py")}
+    expected = {("server.md", "examples/bookings.py"), ("server.md", "examples/asgi_app.py"),
+                ("client.md", "examples/client/legacy.py")}
     assert expected <= set(shown)
     stale = [f"{doc}: {title}" for (doc, title), body in shown.items()
              if body != (ROOT / title).read_text()]

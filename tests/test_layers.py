@@ -62,7 +62,8 @@ def test_modules_stay_small() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["mrtr", "mrtr.errors", "mrtr.protocol", "mrtr.server", "mrtr.client", "mrtr.testing"]
+    "module", ["mrtr", "mrtr.errors", "mrtr.protocol", "mrtr.server", "mrtr.client", "mrtr.testing",
+               "mrtr.transports"]
 )
 def test_public_api_sorted_and_owned(module: str) -> None:
     mod = importlib.import_module(module)

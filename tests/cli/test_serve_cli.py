@@ -138,6 +138,7 @@ def test_19_targets_that_are_not_servers_are_one_line_exit_2(
     (["--path", "mcp"], "--path must start with '/', got 'mcp'"),
     (["--workers", "0"], "--workers must be at least 1, got 0"),
     (["--workers", "-3"], "--workers must be at least 1, got -3"),
+    (["--ask-timeout", "0"], "--ask-timeout must be a positive number of seconds, got 0.0"),
 ])
 def test_19_invalid_settings_are_one_line_exit_2(option: list[str], message: str) -> None:
     done = mrtr("serve", "tests.transports.apps:app", *option)

@@ -17,7 +17,7 @@ from tests.transports import apps
 
 PROBE = Binding(method="tools/call", target="greet", arguments_digest=b"", principal=None)
 ENV = ("MRTR_STATE_KEYS", "MRTR_SERVE_TARGET", "MRTR_SERVE_PATH", "MRTR_SERVE_ALLOWED_HOSTS",
-       "MRTR_SERVE_EXPOSE_WORKER")
+       "MRTR_SERVE_EXPOSE_WORKER", "MRTR_SERVE_ASK_TIMEOUT")
 
 
 @pytest.fixture
@@ -179,7 +179,7 @@ def test_19_another_asgi_app_is_served_as_it_is(
     assert [run["app"] for run in uvicorn_runs] == [_plain_asgi, _plain_asgi]
     assert caplog.messages == [
         "tests.transports.apps:make_plain is an ASGI app with its own settings: --path, "
-        "--allow-host and --debug-worker-header do not apply to it"]
+        "--allow-host, --ask-timeout and --debug-worker-header do not apply to it"]
     with pytest.raises(ValueError, match="^tests.transports.apps:plain is an ASGI app: serve it "
                                          "over HTTP, or name its Server$"):
         _serve.serve("tests.transports.apps:plain", stdio=True)
@@ -191,3 +191,33 @@ def test_19_workers_serve_an_asgi_target_too(
     monkeypatch.setattr(apps, "plain", _plain_asgi, raising=False)
     _serve.serve("tests.transports.apps:plain", port=9, workers=2)
     assert _serve._worker_app() is _plain_asgi
+
+
+def test_ask_timeout_reaches_the_session_endpoint_issue12(
+    uvicorn_runs: list[dict[str, Any]],
+) -> None:
+    assert _serve.serve("tests.transports.apps:app", port=9, ask_timeout=2.5) == 0
+    app = uvicorn_runs[0]["app"]
+    assert isinstance(app, McpApp) and app.sessions is not None
+    assert app.sessions.ask_timeout == 2.5
+    assert _serve.serve("tests.transports.apps:app", port=9) == 0
+    assert uvicorn_runs[1]["app"].sessions.ask_timeout == 600.0
+
+
+def test_ask_timeout_reaches_every_worker_issue12(
+    uvicorn_runs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MRTR_STATE_KEYS", generate_key())
+    assert _serve.serve("tests.transports.apps:app", workers=2, port=9, ask_timeout=7.0) == 0
+    worker = _serve._worker_app()  # what each worker process builds
+    assert isinstance(worker, McpApp) and worker.sessions is not None
+    assert worker.sessions.ask_timeout == 7.0
+
+
+@pytest.mark.parametrize("seconds", [0.0, -1.0, float("nan"), float("inf")])
+def test_ask_timeout_must_be_positive_issue12(
+    uvicorn_runs: list[dict[str, Any]], seconds: float
+) -> None:
+    with pytest.raises(ValueError, match="^ask-timeout must be a positive number of seconds"):
+        _serve.serve("tests.transports.apps:app", ask_timeout=seconds)
+    assert uvicorn_runs == []

@@ -279,3 +279,176 @@ def test_another_worker_with_the_same_keys_accepts_the_session_id() -> None:
             return elsewhere.status_code, stranger.status_code
 
     assert run(go()) == (200, 404)
+
+
+# -- the bad inputs of issue 12's acceptance 5, each over a real uvicorn -----------------------
+class Edge:
+    """A live server whose session ids expire on a clock the test moves, asks time out fast."""
+
+    def __init__(self, url: str, clock: list[float]) -> None:
+        self.url = url
+        self.clock = clock
+
+
+def edge_server(port: int, clock: list[float]) -> LiveServer:
+    sealer = Sealer(keys=[bytes(range(32))], audience=apps.app.name, clock=lambda: clock[0])
+    app = McpApp(Dispatcher(apps.app, sealer=sealer), allowed_hosts=[f"127.0.0.1:{port}"],
+                 keepalive=0.2, ask_timeout=0.3)
+    return LiveServer(app, port)
+
+
+def over_uvicorn(test: Any) -> Any:
+    """Run `test(client, edge)` against a fresh edge server."""
+    port, clock = free_port(), [1_000.0]
+
+    async def go(url: str) -> Any:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            return await test(client, Edge(url, clock))
+
+    with edge_server(port, clock) as server:
+        return run(go(server.url), timeout=30)
+
+
+def sse_messages(body: str) -> list[dict[str, Any]]:
+    return [json.loads(line[5:]) for line in body.splitlines() if line.startswith("data:")]
+
+
+def with_version(version: object) -> dict[str, Any]:
+    base: dict[str, Any] = INITIALIZE["params"]  # type: ignore[assignment]
+    params = {k: v for k, v in base.items() if k != "protocolVersion"}
+    return {**INITIALIZE, "params": params if version is None else
+            {**params, "protocolVersion": version}}
+
+
+def test_unknown_initialize_versions_over_uvicorn_issue12() -> None:
+    async def test(client: httpx.AsyncClient, edge: Edge) -> list[httpx.Response]:
+        return [await post(client, with_version(v), JSON_HEADERS)
+                for v in ("1999-01-01", "2026-07-28", None, 7)]
+
+    unknown, modern, missing, number = over_uvicorn(test)
+    for reply in (unknown, modern):  # 2025 rule: answer with a version we speak; client decides
+        assert reply.status_code == 200 and "mcp-session-id" in reply.headers
+        assert reply.json()["result"]["protocolVersion"] == "2025-11-25"
+    for reply, requested in ((missing, None), (number, 7)):
+        assert reply.status_code < 500 and "mcp-session-id" not in reply.headers
+        assert reply.json()["error"] == {
+            "code": -32602, "message": "Invalid params: initialize needs a protocolVersion string",
+            "data": {"supported": ["2025-11-25", "2025-06-18", "2025-03-26"],
+                     "requested": requested}}
+
+
+def test_session_requests_without_an_id_are_400_over_uvicorn_issue12() -> None:
+    async def test(client: httpx.AsyncClient, edge: Edge) -> list[httpx.Response]:
+        await open_session(client)  # a session exists, but these requests do not name it
+        greet = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                 "params": {"name": "greet", "arguments": {}}}
+        return [await post(client, body, headers) for body in (ping(2), greet)
+                for headers in (JSON_HEADERS, {**JSON_HEADERS,
+                                               "mcp-protocol-version": "2025-11-25"})]
+
+    for reply in over_uvicorn(test):
+        assert reply.status_code == 400
+        assert reply.headers["content-type"] == "application/json"
+        error = reply.json()
+        assert error["id"] in (2, 3) and error["error"] == {
+            "code": -32600, "message": "Bad Request: Mcp-Session-Id header is required (send "
+            "initialize first, or send a 2026-07-28 request with params._meta)"}
+
+
+def test_forged_expired_and_garbage_session_ids_are_404_never_500_over_uvicorn_issue12() -> None:
+    async def test(client: httpx.AsyncClient, edge: Edge) -> list[tuple[str, int, object]]:
+        session = await open_session(client)
+        real = session["mcp-session-id"]
+        state = (await client.post("/mcp", **post_args(request(
+            "tools/call", {"name": "greet", "arguments": {}})))).json()["result"]["requestState"]
+        ids = {"forged": real[:-3] + ("xyz" if not real.endswith("xyz") else "abc"),
+               "empty": "", "junk": "nope", "huge": "a" * 8000,
+               "requestState": state}  # sealed with the same keys, for another audience
+        seen = []
+        for name, value in ids.items():
+            headers = {**session, "mcp-session-id": value}
+            for method in ("POST", "GET", "DELETE"):
+                reply = await client.request(method, "/mcp", headers=headers,
+                                             content=msgspec.json.encode(ping()) if method ==
+                                             "POST" else None)
+                seen.append((f"{method} {name}", reply.status_code, reply.json()["error"]))
+        edge.clock[0] += 25 * 3600  # past the 24 h session lifetime
+        for method in ("POST", "GET", "DELETE"):
+            reply = await client.request(method, "/mcp", headers=session,
+                                         content=msgspec.json.encode(ping()) if method ==
+                                         "POST" else None)
+            seen.append((f"{method} expired", reply.status_code, reply.json()["error"]))
+        return seen
+
+    for name, status, error in over_uvicorn(test):
+        assert (name, status, error) == (name, 404, {"code": -32001,
+                                                     "message": "Session not found"})
+
+
+def test_an_unanswered_pushed_ask_times_out_as_an_error_result_over_uvicorn_issue12() -> None:
+    async def test(client: httpx.AsyncClient, edge: Edge) -> tuple[list[dict[str, Any]], int]:
+        session = await open_session(client)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "greet", "arguments": {}}}
+        reply = await post(client, call, session)  # never answered: the stream ends by itself
+        after = await post(client, ping(3), session)
+        return sse_messages(reply.text), after.status_code
+
+    (ask, final), after = over_uvicorn(test)
+    assert ask["method"] == "elicitation/create"
+    assert final["id"] == 2 and final["result"]["isError"] is True
+    (text,) = [block["text"] for block in final["result"]["content"]]
+    assert "did not answer" in text and "0.3 seconds" in text
+    assert after == 200  # the session goes on
+
+
+def test_answers_to_ids_never_sent_are_ignored_over_uvicorn_issue12() -> None:
+    async def test(client: httpx.AsyncClient, edge: Edge) -> tuple[list[int], list[Any]]:
+        session = await open_session(client)
+        strays: list[dict[str, Any]] = [
+            {"jsonrpc": "2.0", "id": 4242, "result": {"action": "accept"}},
+            {"jsonrpc": "2.0", "id": "s-1", "error": {"code": -1, "message": "no"}},
+            {"jsonrpc": "2.0", "id": None, "result": {}}]
+        statuses = [(await post(client, stray, session)).status_code for stray in strays]
+        events: list[Any] = []
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "greet", "arguments": {}}}
+        answers = iter([{"name": "Ada"}, {"color": "teal"}])
+        async with client.stream("POST", "/mcp", content=msgspec.json.encode(call),
+                                 headers=session) as stream:
+            async for line in stream.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                events.append(json.loads(line[5:]))
+                if events[-1].get("method") == "elicitation/create":
+                    answer = {"jsonrpc": "2.0", "id": events[-1]["id"],
+                              "result": {"action": "accept", "content": next(answers)}}
+                    for _ in range(2):  # the second copy answers an id already answered
+                        statuses.append((await post(client, answer, session)).status_code)
+        statuses.append((await post(client, ping(9), session)).status_code)
+        return statuses, events
+
+    statuses, events = over_uvicorn(test)
+    assert statuses == [202] * 7 + [200]
+    assert events[-1] == {"jsonrpc": "2.0", "id": 2, "result": {
+        "content": [{"type": "text", "text": "Hello Ada, you like teal"}]}}
+
+
+def test_modern_meta_on_a_session_is_served_modern_over_uvicorn_issue12() -> None:
+    async def test(client: httpx.AsyncClient, edge: Edge) -> tuple[httpx.Response, ...]:
+        session = await open_session(client)
+        body = request("tools/call", {"name": "greet", "arguments": {}})
+        modern = post_args(body)
+        served = await client.post("/mcp", content=modern["content"],
+                                   headers={**modern["headers"],
+                                            "mcp-session-id": session["mcp-session-id"]})
+        mixed = await client.post("/mcp", content=modern["content"], headers=session)
+        return served, mixed
+
+    served, mixed = over_uvicorn(test)
+    assert served.status_code == 200 and served.headers["content-type"] == "application/json"
+    result = served.json()["result"]
+    assert result["resultType"] == "input_required"  # MRTR, not a pushed elicitation/create
+    assert list(result["inputRequests"]) == ["name"] and "requestState" in result
+    # The session's 2025 header beside a 2026 `_meta` is a header mismatch, not a 500.
+    assert mixed.status_code == 400 and mixed.json()["error"]["code"] == -32020

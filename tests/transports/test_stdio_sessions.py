@@ -157,3 +157,30 @@ def test_a_2025_03_26_session_accepts_batches() -> None:
     replies = {m["id"]: m for m in rest}
     assert replies[2]["result"] == {} and "tools" in replies[3]["result"]
     assert len(rest) == 2
+
+
+def test_ask_timeout_option_ends_an_unanswered_pushed_ask_over_stdio_issue12() -> None:
+    async def go() -> tuple[dict[str, Any], dict[str, Any], float]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "mrtr.cli", "serve", "tests.transports.apps:app", "--stdio",
+            "--ask-timeout", "0.5", cwd=ROOT, env=cli_env(), stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        peer = Peer(process)
+        await peer.send(INITIALIZE)
+        await peer.receive()
+        await peer.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await peer.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                         "params": {"name": "greet", "arguments": {}}})
+        ask = await peer.receive()
+        started = asyncio.get_running_loop().time()
+        final = await peer.receive()  # never answered: the option's 0.5 s, not 600 s
+        waited = asyncio.get_running_loop().time() - started
+        await finish(peer)
+        return ask, final, waited
+
+    ask, final, waited = run(go(), timeout=30)
+    assert ask["method"] == "elicitation/create"
+    assert final["id"] == 2 and final["result"]["isError"] is True
+    (text,) = [block["text"] for block in final["result"]["content"]]
+    assert "did not answer" in text and "0.5 seconds" in text
+    assert waited < 10

@@ -50,6 +50,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="serve stdin/stdout instead of HTTP (the HTTP options do not apply)")
     serve.add_argument("--log-level", default="info",
                        choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument("--ask-timeout", type=float, default=600.0, metavar="SECONDS",
+                       help="how long a 2025 (initialize) client has to answer each request "
+                       "the server sends it mid-call before the call ends with an error "
+                       "result (default 600)")
     http = serve.add_argument_group("HTTP options")
     http.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     http.add_argument("--port", type=int, default=8000,
@@ -105,6 +109,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             allowed_hosts=args.allow_host,
             expose_worker=args.debug_worker_header,
             log_level=args.log_level,
+            ask_timeout=args.ask_timeout,
         )
     except (ValueError, ImportError, AttributeError) as exc:
         print(f"mrtr serve: {_flagged(exc)}", file=sys.stderr)
@@ -116,7 +121,7 @@ def _run_serve(args: argparse.Namespace) -> int:
 def _flagged(exc: Exception) -> str:
     """serve()'s settings errors name parameters; on the command line they are options."""
     text = str(exc)
-    for name in ("port", "workers", "path"):
+    for name in ("port", "workers", "path", "ask-timeout"):
         if text.startswith(f"{name} must "):
             return f"--{text}"
     return text

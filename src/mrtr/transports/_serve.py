@@ -39,6 +39,8 @@ _TARGET_ENV = "MRTR_SERVE_TARGET"
 _PATH_ENV = "MRTR_SERVE_PATH"
 _HOSTS_ENV = "MRTR_SERVE_ALLOWED_HOSTS"
 _WORKER_ENV = "MRTR_SERVE_EXPOSE_WORKER"
+_ASK_TIMEOUT_ENV = "MRTR_SERVE_ASK_TIMEOUT"
+ASK_TIMEOUT = 600.0  # seconds a server→client request of a 2025 session waits for its answer
 _WILDCARDS = ("0.0.0.0", "::", "")
 log = logging.getLogger("mrtr.serve")
 _STICKY = (
@@ -62,16 +64,18 @@ def serve(
     allowed_hosts: Sequence[str] | None = None,
     expose_worker: bool = False,
     log_level: str = "info",
+    ask_timeout: float = ASK_TIMEOUT,
 ) -> int:
     """Serve `target` (`module:attribute` or `file.py:attribute`) until SIGINT/SIGTERM or EOF.
 
     `keys` default to `MRTR_STATE_KEYS`; without them, one process on a loopback address or
     stdio keeps its key in `key_file` (when given), so a restart keeps flows alive. The loopback
     names and `host` are accepted in Host and Origin on any port, plus `allowed_hosts` (`name`
-    or `name:port`). `port` 0 picks a free port. Returns the process exit status. Raises
+    or `name:port`). `port` 0 picks a free port. `ask_timeout` (seconds) bounds each wait
+    for a 2025 session client's answer to a server request. Returns the process exit status. Raises
     ValueError for a bad setting, target or key.
     """
-    _check_settings(port, workers, path)
+    _check_settings(port, workers, path, ask_timeout)
     _import_path()
     obj = load_target(target)  # fail early: before keys, sockets or worker processes
     if keys is None and os.environ.get(KEYS_ENV):
@@ -79,18 +83,20 @@ def serve(
     if keys is None and key_file is not None and workers == 1 and (stdio or _is_loopback(host)):
         keys = _file_keys(key_file)
     if stdio:
-        asyncio.run(serve_stdio(_dispatcher(target, obj, keys)))
+        asyncio.run(serve_stdio(_dispatcher(target, obj, keys), ask_timeout=ask_timeout))
         return 0
     hosts = _allowed_hosts(host, allowed_hosts or ())
     if not isinstance(obj, Server | Dispatcher) and (path != "/mcp" or allowed_hosts
-                                                     or expose_worker):
-        log.warning("%s is an ASGI app with its own settings: --path, --allow-host and "
-                    "--debug-worker-header do not apply to it", target)
+                                                     or expose_worker
+                                                     or ask_timeout != ASK_TIMEOUT):
+        log.warning("%s is an ASGI app with its own settings: --path, --allow-host, "
+                    "--ask-timeout and --debug-worker-header do not apply to it", target)
     shown = path if isinstance(obj, Server | Dispatcher) else _endpoint(obj)
     if workers > 1:
+        os.environ[_ASK_TIMEOUT_ENV] = repr(ask_timeout)  # read by each worker's _worker_app
         return _serve_workers(target, host, port, workers, path, keys, hosts, expose_worker,
                               log_level, shown)
-    app = _app(obj, keys, path, hosts, expose_worker)
+    app = _app(obj, keys, path, hosts, expose_worker, ask_timeout)
     return _run_uvicorn(app, host=host, port=port, workers=1, log_level=log_level, path=shown)
 
 
@@ -101,16 +107,19 @@ def _worker_app() -> McpApp | ASGIApp:
     hosts = [h for h in env.get(_HOSTS_ENV, "").split(",") if h]
     target = env[_TARGET_ENV]
     return _app(load_target(target), parse_keys(env[KEYS_ENV]),
-                env.get(_PATH_ENV, "/mcp"), hosts, env.get(_WORKER_ENV) == "1")
+                env.get(_PATH_ENV, "/mcp"), hosts, env.get(_WORKER_ENV) == "1",
+                float(env.get(_ASK_TIMEOUT_ENV, ASK_TIMEOUT)))
 
 
-def _check_settings(port: int, workers: int, path: str) -> None:
+def _check_settings(port: int, workers: int, path: str, ask_timeout: float) -> None:
     if not 0 <= port <= 65535:
         raise ValueError(f"port must be 0..65535 (0 picks a free port), got {port}")
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     if not path.startswith("/"):
         raise ValueError(f"path must start with '/', got {path!r}")
+    if not 0 < ask_timeout < float("inf"):
+        raise ValueError(f"ask-timeout must be a positive number of seconds, got {ask_timeout}")
 
 
 def _file_keys(key_file: Path) -> list[bytes] | None:
@@ -139,10 +148,11 @@ def _endpoint(app: ASGIApp) -> str:
 
 
 def _app(obj: Server | Dispatcher | ASGIApp, keys: Sequence[bytes] | None,
-         path: str, hosts: Sequence[str], expose_worker: bool) -> McpApp | ASGIApp:
+         path: str, hosts: Sequence[str], expose_worker: bool,
+         ask_timeout: float) -> McpApp | ASGIApp:
     if isinstance(obj, Server | Dispatcher):
         return McpApp(with_keys(obj, keys), path=path, allowed_hosts=hosts,
-                      expose_worker=expose_worker)
+                      expose_worker=expose_worker, ask_timeout=ask_timeout)
     if isinstance(obj, McpApp) and keys:
         obj.dispatcher = with_keys(obj.dispatcher, keys)  # states must open in every worker
     return obj
