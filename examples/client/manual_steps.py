@@ -11,7 +11,7 @@ import sys
 
 from mrtr.client import Client
 from mrtr.protocol import CallToolResult, ClientCapabilities, ElicitResult, TextContent
-from mrtr.transports._http_client import HTTPTransport
+from mrtr.transports import HTTPTransport
 
 # No handlers answer in manual mode, so say what this program will answer itself: without it
 # the client declares nothing and the server refuses to ask (-32021).

@@ -11,7 +11,7 @@ import sys
 
 from mrtr.client import Client, Handlers
 from mrtr.protocol import ElicitRequestParams, ElicitResult, TextContent
-from mrtr.transports._http_client import HTTPTransport
+from mrtr.transports import HTTPTransport
 
 # What this script can answer, by field name. A real UI would ask a person instead.
 KNOWN = {"reason": "broken", "email": "ann@example.com", "boxes": 2,

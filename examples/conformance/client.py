@@ -25,7 +25,7 @@ from mrtr.protocol import (
     Root,
     TextContent,
 )
-from mrtr.transports._http_client import HTTPTransport
+from mrtr.transports import HTTPTransport
 
 log = logging.getLogger("conformance-client")
 
