@@ -919,3 +919,99 @@ def test_an_unexpected_error_is_logged_with_its_traceback(
     [record] = [r for r in caplog.records if r.name == "mrtr.transports.http"]
     assert record.getMessage() == "unexpected error in the HTTP transport"
     assert record.exc_info is not None and str(record.exc_info[1]) == "boom"
+
+
+# -- path, method and media type, byte for byte ---------------------------------------------
+
+def test_a_wrong_path_names_the_endpoint() -> None:
+    sent = drive(McpApp(Dispatcher(apps.app), path="/rpc"), raw_headers(request("tools/list")),
+                 [b"{}"])
+    assert refusal(sent) == (404, {"jsonrpc": "2.0", "error": {
+        "code": -32600, "message": "Not Found: the MCP endpoint is POST /rpc"}})
+
+
+def test_a_405_sends_a_lowercase_allow_header() -> None:
+    # ASGI header names are lowercase; HTTP/2 refuses a response with an uppercase one.
+    sent = drive(McpApp(Dispatcher(apps.app)), [], [b""], method="GET")
+    assert sent.status == 405
+    assert (b"allow", b"POST") in sent.headers
+
+
+def test_a_scope_without_headers_is_refused_not_a_crash() -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(dict(message))
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp"}  # no Host: 403
+    run(McpApp(Dispatcher(apps.app))(scope, receive, send), timeout=5)
+    assert sent[0]["status"] == 403
+
+
+UNSUPPORTED = {"jsonrpc": "2.0", "error": {
+    "code": -32600, "message": "Unsupported Media Type: Content-Type must be application/json"}}
+
+
+@pytest.mark.parametrize(("media", "status"), [
+    (None, 415), ("", 415), ("text/plain", 415), ("application/json-seq", 415),
+    ("application/json; charset=utf-8; profile=x", 200), ("application/json;charset=utf-8", 200),
+    (" application/json ", 200), ("APPLICATION/JSON", 200),
+])
+def test_the_media_type_is_application_json_with_any_parameters(
+    media: str | None, status: int
+) -> None:
+    body = request("tools/list")
+    headers = [h for h in raw_headers(body) if h[0] != b"content-type"]
+    if media is not None:
+        headers.append((b"content-type", media.encode()))
+    sent = drive(McpApp(Dispatcher(apps.app)), headers, [msgspec.json.encode(body)])
+    if status == 415:
+        assert refusal(sent) == (415, UNSUPPORTED)
+    else:
+        assert sent.status == 200 and "result" in sent.json()
+
+
+def test_body_and_more_body_may_be_left_out_of_a_request_message() -> None:
+    """ASGI: `body` defaults to b"" and `more_body` to False."""
+    encoded = msgspec.json.encode(request("tools/list", id="bare"))
+    incoming: list[dict[str, Any]] = [
+        {"type": "http.request", "body": encoded, "more_body": True},
+        {"type": "http.request"}]
+    sent: list[MutableMapping[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        # After the body a client that is still waiting; a read past the end means hanging up.
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp",
+             "headers": [(b"host", b"127.0.0.1:8000"), *raw_headers(request("tools/list"))]}
+    run(McpApp(Dispatcher(apps.app))(scope, receive, send), timeout=10)
+    reply = Sent(sent)
+    assert reply.status == 200
+    assert reply.json()["id"] == "bare"
+
+
+def test_defaults_and_options_are_kept() -> None:
+    app = McpApp(Dispatcher(apps.app))
+    assert (app.path, app.max_body, app.request_timeout, app.keepalive, app.expose_worker) == (
+        "/mcp", 4 * 1024 * 1024, 300.0, 15.0, False)
+    assert app.sessions is not None and app.sessions.ask_timeout == 600.0
+    tuned = McpApp(Dispatcher(apps.app), request_timeout=5.0, keepalive=0.5, expose_worker=True,
+                   ask_timeout=7.0)
+    assert (tuned.request_timeout, tuned.keepalive, tuned.expose_worker) == (5.0, 0.5, True)
+    assert tuned.sessions is not None and tuned.sessions.ask_timeout == 7.0
+    assert McpApp(Dispatcher(apps.app), sessions=False).sessions is None
+
+
+def test_the_worker_header_name_is_lowercase() -> None:
+    body = request("tools/list")
+    sent = drive(McpApp(Dispatcher(apps.app), expose_worker=True), raw_headers(body),
+                 [msgspec.json.encode(body)])
+    assert [name for name, _ in sent.headers if name.lower() == b"mcp-debug-worker"] == [
+        b"mcp-debug-worker"]
