@@ -531,3 +531,487 @@ def test_a_dispatcher_that_raises_still_answers_with_the_id_issue_11() -> None:
     assert response.status_code == 500
     assert response.json() == {"jsonrpc": "2.0", "id": 23,
                                "error": {"code": -32603, "message": "Internal error"}}
+
+
+# -- request checks driven by hand, byte for byte (mutation baseline, #20) ----------------------
+
+class Sent:
+    """What McpApp sent for one ASGI request: status, raw headers and the joined body."""
+
+    def __init__(self, messages: list[MutableMapping[str, Any]]) -> None:
+        self.messages = messages
+        starts = [m for m in messages if m["type"] == "http.response.start"]
+        self.status: int | None = starts[0]["status"] if starts else None
+        self.headers: list[tuple[bytes, bytes]] = list(starts[0]["headers"]) if starts else []
+        self.body = b"".join(m.get("body", b"") for m in messages
+                             if m["type"] == "http.response.body")
+
+    def json(self) -> Any:
+        return msgspec.json.decode(self.body)
+
+
+def drive(app: McpApp, headers: list[tuple[bytes, bytes]], chunks: list[bytes], *,
+          method: str = "POST", path: str = "/mcp", hang_up: bool = False) -> Sent:
+    """One HTTP request through `app`, its body in `chunks` (one ASGI message each).
+
+    With `hang_up` the client disconnects after the chunks, before the body is complete.
+    """
+    incoming: list[dict[str, Any]] = [
+        {"type": "http.request", "body": chunk, "more_body": hang_up or i < len(chunks) - 1}
+        for i, chunk in enumerate(chunks)]
+    if hang_up:
+        incoming.append({"type": "http.disconnect"})
+    sent: list[MutableMapping[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if incoming:
+            return incoming.pop(0)
+        await asyncio.Event().wait()  # the client stays connected
+        raise AssertionError("unreachable")
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": method, "path": path,
+             "headers": [(b"host", b"127.0.0.1:8000"), *headers]}
+    run(app(scope, receive, send), timeout=10)
+    return Sent(sent)
+
+
+def raw_headers(body: Mapping[str, Any], **extra: str) -> list[tuple[bytes, bytes]]:
+    merged = {**post_args(body)["headers"], **{k.replace("_", "-"): v for k, v in extra.items()}}
+    return [(k.encode(), v.encode()) for k, v in merged.items()]
+
+
+def padded(body: Mapping[str, Any], size: int) -> bytes:
+    """`body` encoded and padded with JSON whitespace to exactly `size` bytes."""
+    encoded = msgspec.json.encode(body)
+    assert len(encoded) <= size
+    return encoded + b" " * (size - len(encoded))
+
+
+def refusal(sent: Sent) -> tuple[int | None, dict[str, Any]]:
+    return sent.status, sent.json()
+
+
+LIMITED = McpApp(Dispatcher(apps.app), max_body=1000)
+TOO_LARGE = {"jsonrpc": "2.0",
+             "error": {"code": -32600, "message": "Payload Too Large: the limit is 1000 bytes"}}
+
+
+@pytest.mark.parametrize("declared", ["abc", "", "-1", "+5", "1.5", "12abc", "0x10", "²", "١٢"])
+def test_an_invalid_content_length_is_400(declared: str) -> None:
+    body = request("tools/list")
+    sent = drive(McpApp(Dispatcher(apps.app)), raw_headers(body, content_length=declared),
+                 [msgspec.json.encode(body)])
+    assert refusal(sent) == (400, {"jsonrpc": "2.0", "error": {
+        "code": -32600, "message": "Bad Request: invalid Content-Length"}})
+
+
+def test_a_superscript_content_length_is_400_not_500() -> None:
+    # "²".isdigit() is True but int("²") raises: the old check answered 500 and logged a bug.
+    body = request("tools/list")
+    sent = drive(McpApp(Dispatcher(apps.app)), raw_headers(body, content_length="²"),
+                 [msgspec.json.encode(body)])
+    assert sent.status == 400
+
+
+def test_a_content_length_with_surrounding_spaces_is_read() -> None:
+    body = msgspec.json.encode(request("tools/list"))
+    sent = drive(McpApp(Dispatcher(apps.app)),
+                 raw_headers(request("tools/list"), content_length=f"  {len(body)} "), [body])
+    assert sent.status == 200 and "result" in sent.json()
+
+
+def test_exactly_max_body_bytes_are_accepted_one_more_is_413_by_content_length() -> None:
+    body = request("tools/list")
+    fits = padded(body, 1000)
+    ok = drive(LIMITED, raw_headers(body, content_length="1000"), [fits])
+    assert ok.status == 200 and "result" in ok.json()
+    over = drive(LIMITED, raw_headers(body, content_length="1001"), [fits + b" "])
+    assert refusal(over) == (413, TOO_LARGE)
+
+
+@pytest.mark.parametrize("pieces", [1, 3])
+def test_exactly_max_body_bytes_are_accepted_one_more_is_413_without_content_length(
+    pieces: int
+) -> None:
+    body = request("tools/list")
+    fits = padded(body, 1000)
+    cut = [len(fits) * i // pieces for i in range(pieces + 1)]
+    chunks = [fits[a:b] for a, b in zip(cut, cut[1:], strict=False)]
+    ok = drive(LIMITED, raw_headers(body), chunks)
+    assert ok.status == 200 and "result" in ok.json()
+    over = drive(LIMITED, raw_headers(body), [*chunks, b" "])
+    assert refusal(over) == (413, TOO_LARGE)
+
+
+def test_a_chunked_body_is_joined_in_order() -> None:
+    encoded = msgspec.json.encode(call("add", {"a": 2, "b": 40}, id="chunks"))
+    chunks = [encoded[:10], b"", encoded[10:25], encoded[25:]]
+    sent = drive(McpApp(Dispatcher(apps.app)), raw_headers(call("add")), chunks)
+    assert sent.status == 200
+    assert sent.json()["id"] == "chunks"
+    assert sent.json()["result"]["content"][0]["text"] == "42"
+
+
+def test_a_client_that_hangs_up_while_sending_gets_nothing() -> None:
+    encoded = msgspec.json.encode(request("tools/list"))
+    sent = drive(McpApp(Dispatcher(apps.app)), raw_headers(request("tools/list")),
+                 [encoded[:10]], hang_up=True)
+    assert sent.messages == []
+
+
+def recording_app(seen: list[dict[str, str]], **options: Any) -> McpApp:
+    """An McpApp whose authenticator records the decoded headers and lets everyone in."""
+
+    async def record(headers: Mapping[str, str]) -> str | None:
+        seen.append(dict(headers))
+        return None
+
+    return McpApp(Dispatcher(apps.app), authenticator=record, **options)
+
+
+def test_header_names_are_lowercased_and_repeated_headers_joined_with_comma_space() -> None:
+    seen: list[dict[str, str]] = []
+    body = request("tools/list")
+    extra = [(b"X-Tag", b"one"), (b"x-tag", b"two"), (b"X-TAG", b"three"),
+             (b"X-Name", "Zoë".encode())]
+    sent = drive(recording_app(seen), [*raw_headers(body), *extra], [msgspec.json.encode(body)])
+    assert sent.status == 200
+    assert seen[0]["x-tag"] == "one, two, three"
+    assert seen[0]["x-name"] == "Zoë"
+    assert seen[0]["host"] == "127.0.0.1:8000"
+    assert seen[0]["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize("header", [
+    (b"x-junk", b"\xff\xfe\xfd"), ("x-é".encode(), b"ok"), (b"\xff", b"ok"),
+])
+def test_a_header_name_not_ascii_or_a_value_not_utf8_is_400(header: tuple[bytes, bytes]) -> None:
+    body = request("tools/list")
+    sent = drive(McpApp(Dispatcher(apps.app)), [*raw_headers(body), header],
+                 [msgspec.json.encode(body)])
+    assert refusal(sent) == (400, {"jsonrpc": "2.0", "error": {
+        "code": -32600, "message": "Bad Request: header is not valid UTF-8"}})
+
+
+def test_headers_of_exactly_64_kib_are_accepted_one_byte_more_is_400() -> None:
+    body = request("tools/list")
+    headers = [(b"host", b"127.0.0.1:8000"), *raw_headers(body)]
+    used = sum(len(name) + len(value) for name, value in headers) + len(b"x-pad")
+    fits = (b"x-pad", b"p" * (64 * 1024 - used))
+    ok = drive(McpApp(Dispatcher(apps.app)), [*raw_headers(body), fits],
+               [msgspec.json.encode(body)])
+    assert ok.status == 200
+    over = drive(McpApp(Dispatcher(apps.app)), [*raw_headers(body), (fits[0], fits[1] + b"p")],
+                 [msgspec.json.encode(body)])
+    assert refusal(over) == (400, {"jsonrpc": "2.0", "error": {
+        "code": -32600, "message": "Bad Request: headers too large"}})
+
+
+def test_header_names_count_toward_the_size_limit() -> None:
+    body = request("tools/list")
+    headers = [(b"host", b"127.0.0.1:8000"), *raw_headers(body)]
+    used = sum(len(name) + len(value) for name, value in headers)
+    long_name = (b"x-" + b"n" * (64 * 1024 - used - 2), b"v")  # one byte too many
+    sent = drive(McpApp(Dispatcher(apps.app)), [*raw_headers(body), long_name],
+                 [msgspec.json.encode(body)])
+    assert sent.status == 400
+
+
+# -- who is calling: the Peer the handler sees ------------------------------------------------
+
+peers = Server("peer-http")
+
+
+@peers.tool()
+async def peer(ctx: Context) -> str:
+    return f"{ctx.peer.principal}|{ctx.peer.transport}"
+
+
+def peer_text(app: McpApp, **headers: str) -> str:
+    response = post_sync(call("peer"), app, **headers)
+    assert response.status_code == 200, response.text
+    text: str = response.json()["result"]["content"][0]["text"]
+    return text
+
+
+def test_the_handler_sees_an_http_peer_with_the_authenticated_principal() -> None:
+    authed = McpApp(Dispatcher(peers), authenticator=bearer)
+    assert peer_text(authed, authorization="Bearer s3cret") == "user:42|http"
+    assert peer_text(McpApp(Dispatcher(peers))) == "None|http"
+
+
+def test_a_refusal_from_the_authenticator_carries_its_message_and_challenge() -> None:
+    async def deny(headers: Mapping[str, str]) -> str | None:
+        raise Unauthorized("token expired", challenge='Bearer realm="zoë €"')
+
+    body = call("whoami")
+    sent = drive(McpApp(Dispatcher(apps.app), authenticator=deny), raw_headers(body),
+                 [msgspec.json.encode(body)])
+    assert refusal(sent) == (401, {"jsonrpc": "2.0", "error": {
+        "code": -32600, "message": "token expired"}})
+    # Latin-1 where it can, "?" where it cannot: a challenge never breaks the reply.
+    assert (b"www-authenticate", b'Bearer realm="zo\xeb ?"') in sent.headers
+
+
+def test_the_authenticator_is_asked_before_the_body_is_read() -> None:
+    async def deny(headers: Mapping[str, str]) -> str | None:
+        raise Unauthorized()
+
+    sent = drive(McpApp(Dispatcher(apps.app), authenticator=deny),
+                 [(b"content-type", b"text/plain")], [b"{not json"])
+    assert sent.status == 401
+    assert (b"www-authenticate", b"Bearer") in sent.headers
+
+
+# -- which era serves a request: the Dispatcher, or a 2025 session ------------------------------
+
+SESSION_HEADERS = {"content-type": "application/json",
+                   "accept": "application/json, text/event-stream"}
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {},
+    "clientInfo": {"name": "raw", "version": "0"}}}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def exchange_all(app: McpApp, steps: list[tuple[str, dict[str, Any] | None, dict[str, str]]]
+                 ) -> list[httpx.Response]:
+    """Send (method, JSON body, headers) in order; "{sid}" in a header is the session id."""
+    async def go() -> list[httpx.Response]:
+        replies: list[httpx.Response] = []
+        sid = "none-yet"
+        async with asgi_client(app) as client:
+            for method, body, headers in steps:
+                filled = {k: v.replace("{sid}", sid) for k, v in headers.items()}
+                content = msgspec.json.encode(body) if body is not None else b""
+                reply = await client.request(method, "/mcp", content=content, headers=filled)
+                sid = reply.headers.get("mcp-session-id", sid)
+                replies.append(reply)
+        return replies
+
+    return run(go())
+
+
+def session_headers(**extra: str) -> dict[str, str]:
+    return {**SESSION_HEADERS, "mcp-session-id": "{sid}", "mcp-protocol-version": "2025-11-25",
+            **{k.replace("_", "-"): v for k, v in extra.items()}}
+
+
+@pytest.mark.parametrize(("options", "version", "status"), [
+    ({}, None, 200), ({}, "2025-11-25", 200), ({}, "2026-07-28", 404),
+    ({"sessions": False}, None, 404),
+])
+def test_an_initialize_opens_a_session_only_in_a_session_era(
+    options: dict[str, Any], version: str | None, status: int
+) -> None:
+    headers = SESSION_HEADERS | ({"mcp-protocol-version": version} if version else {})
+    [reply] = exchange_all(McpApp(Dispatcher(apps.app), **options),
+                           [("POST", INITIALIZE, headers)])
+    assert reply.status_code == status
+    assert ("mcp-session-id" in reply.headers) == (status == 200)
+    if status == 404:
+        assert reply.json()["error"]["code"] == -32601
+
+
+def test_a_2026_request_without_its_version_header_keeps_its_2026_error() -> None:
+    body = request("tools/list", id=4)
+    headers = post_args(body)["headers"]
+    del headers["mcp-protocol-version"]
+    response = raw_post(msgspec.json.encode(body), headers)
+    assert (response.status_code, error_of(response)["code"]) == (400, -32020)
+    assert response.json()["id"] == 4
+
+
+def test_the_authenticated_principal_reaches_a_session_and_binds_it() -> None:
+    auth = {"authorization": "Bearer s3cret"}
+    whoami = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "whoami", "arguments": {}}}
+    replies = exchange_all(McpApp(Dispatcher(apps.app), authenticator=bearer), [
+        ("POST", INITIALIZE, SESSION_HEADERS | auth),
+        ("POST", INITIALIZED, session_headers(**auth)),
+        ("POST", whoami, session_headers(**auth)),
+        ("DELETE", None, session_headers()),
+        ("DELETE", None, session_headers(**auth)),
+    ])
+    assert [r.status_code for r in replies[:2]] == [200, 202]
+    assert "user:42" in replies[2].text
+    assert replies[3].status_code == 401 and replies[3].headers["www-authenticate"] == "Bearer"
+    assert replies[4].status_code == 200
+
+
+@pytest.mark.parametrize(("options", "headers", "status"), [
+    ({}, {"mcp-session-id": "nope"}, 404),
+    ({}, {"mcp-session-id": "nope", "mcp-protocol-version": "2025-06-18"}, 404),
+    ({}, {"mcp-session-id": "nope", "mcp-protocol-version": VERSION}, 202),
+    ({}, {}, 202),
+    ({"sessions": False}, {"mcp-session-id": "nope"}, 202),
+])
+def test_a_notification_goes_to_a_session_only_with_its_id_in_a_session_era(
+    options: dict[str, Any], headers: dict[str, str], status: int
+) -> None:
+    [reply] = exchange_all(McpApp(Dispatcher(apps.app), **options),
+                           [("POST", INITIALIZED, SESSION_HEADERS | headers)])
+    assert reply.status_code == status
+    if status == 404:
+        assert reply.json()["error"]["code"] == -32001
+
+
+@pytest.mark.parametrize(("options", "method", "headers", "status"), [
+    ({}, "GET", {"mcp-session-id": "nope"}, 404),
+    ({}, "DELETE", {"mcp-session-id": "nope"}, 404),
+    ({}, "GET", {}, 405),
+    ({}, "PUT", {"mcp-session-id": "nope"}, 405),
+    ({}, "PATCH", {"mcp-session-id": "nope"}, 405),
+    ({"sessions": False}, "GET", {"mcp-session-id": "nope"}, 405),
+    ({"sessions": False}, "DELETE", {"mcp-session-id": "nope"}, 405),
+])
+def test_get_and_delete_are_served_only_within_a_session(
+    options: dict[str, Any], method: str, headers: dict[str, str], status: int
+) -> None:
+    [reply] = exchange_all(McpApp(Dispatcher(apps.app), **options),
+                           [(method, None, SESSION_HEADERS | headers)])
+    assert reply.status_code == status
+    if status == 405:
+        assert reply.headers["allow"] == "POST"
+        assert reply.json() == {"jsonrpc": "2.0", "error": {
+            "code": -32600, "message": "Method Not Allowed: use POST"}}
+    else:
+        assert reply.json()["error"]["code"] == -32001
+
+
+# -- the other ASGI scopes, and the log of an unexpected error ---------------------------------
+
+def asgi_events(scope: dict[str, Any], incoming: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return incoming.pop(0)
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(dict(message))
+
+    run(McpApp(Dispatcher(apps.app))(scope, receive, send), timeout=5)
+    return sent
+
+
+def test_a_websocket_is_closed_with_policy_violation() -> None:
+    sent = asgi_events({"type": "websocket", "path": "/mcp", "headers": []},
+                       [{"type": "websocket.connect"}])
+    assert sent == [{"type": "websocket.close", "code": 1008}]
+
+
+def test_an_unknown_scope_type_is_ignored() -> None:
+    assert asgi_events({"type": "telepathy"}, []) == []
+
+
+def test_an_unexpected_error_is_logged_with_its_traceback(
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    class Broken(Dispatcher):
+        def receive(self, body: bytes, headers: Mapping[str, str] | None = None) -> Any:
+            raise RuntimeError("boom")
+
+    with caplog.at_level("ERROR", logger="mrtr.transports.http"):
+        response = post_sync(request("tools/list"), McpApp(Broken(apps.app)))
+    assert response.status_code == 500
+    [record] = [r for r in caplog.records if r.name == "mrtr.transports.http"]
+    assert record.getMessage() == "unexpected error in the HTTP transport"
+    assert record.exc_info is not None and str(record.exc_info[1]) == "boom"
+
+
+# -- path, method and media type, byte for byte ---------------------------------------------
+
+def test_a_wrong_path_names_the_endpoint() -> None:
+    sent = drive(McpApp(Dispatcher(apps.app), path="/rpc"), raw_headers(request("tools/list")),
+                 [b"{}"])
+    assert refusal(sent) == (404, {"jsonrpc": "2.0", "error": {
+        "code": -32600, "message": "Not Found: the MCP endpoint is POST /rpc"}})
+
+
+def test_a_405_sends_a_lowercase_allow_header() -> None:
+    # ASGI header names are lowercase; HTTP/2 refuses a response with an uppercase one.
+    sent = drive(McpApp(Dispatcher(apps.app)), [], [b""], method="GET")
+    assert sent.status == 405
+    assert (b"allow", b"POST") in sent.headers
+
+
+def test_a_scope_without_headers_is_refused_not_a_crash() -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(dict(message))
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp"}  # no Host: 403
+    run(McpApp(Dispatcher(apps.app))(scope, receive, send), timeout=5)
+    assert sent[0]["status"] == 403
+
+
+UNSUPPORTED = {"jsonrpc": "2.0", "error": {
+    "code": -32600, "message": "Unsupported Media Type: Content-Type must be application/json"}}
+
+
+@pytest.mark.parametrize(("media", "status"), [
+    (None, 415), ("", 415), ("text/plain", 415), ("application/json-seq", 415),
+    ("application/json; charset=utf-8; profile=x", 200), ("application/json;charset=utf-8", 200),
+    (" application/json ", 200), ("APPLICATION/JSON", 200),
+])
+def test_the_media_type_is_application_json_with_any_parameters(
+    media: str | None, status: int
+) -> None:
+    body = request("tools/list")
+    headers = [h for h in raw_headers(body) if h[0] != b"content-type"]
+    if media is not None:
+        headers.append((b"content-type", media.encode()))
+    sent = drive(McpApp(Dispatcher(apps.app)), headers, [msgspec.json.encode(body)])
+    if status == 415:
+        assert refusal(sent) == (415, UNSUPPORTED)
+    else:
+        assert sent.status == 200 and "result" in sent.json()
+
+
+def test_body_and_more_body_may_be_left_out_of_a_request_message() -> None:
+    """ASGI: `body` defaults to b"" and `more_body` to False."""
+    encoded = msgspec.json.encode(request("tools/list", id="bare"))
+    incoming: list[dict[str, Any]] = [
+        {"type": "http.request", "body": encoded, "more_body": True},
+        {"type": "http.request"}]
+    sent: list[MutableMapping[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        # After the body a client that is still waiting; a read past the end means hanging up.
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp",
+             "headers": [(b"host", b"127.0.0.1:8000"), *raw_headers(request("tools/list"))]}
+    run(McpApp(Dispatcher(apps.app))(scope, receive, send), timeout=10)
+    reply = Sent(sent)
+    assert reply.status == 200
+    assert reply.json()["id"] == "bare"
+
+
+def test_defaults_and_options_are_kept() -> None:
+    app = McpApp(Dispatcher(apps.app))
+    assert (app.path, app.max_body, app.request_timeout, app.keepalive, app.expose_worker) == (
+        "/mcp", 4 * 1024 * 1024, 300.0, 15.0, False)
+    assert app.sessions is not None and app.sessions.ask_timeout == 600.0
+    tuned = McpApp(Dispatcher(apps.app), request_timeout=5.0, keepalive=0.5, expose_worker=True,
+                   ask_timeout=7.0)
+    assert (tuned.request_timeout, tuned.keepalive, tuned.expose_worker) == (5.0, 0.5, True)
+    assert tuned.sessions is not None and tuned.sessions.ask_timeout == 7.0
+    assert McpApp(Dispatcher(apps.app), sessions=False).sessions is None
+
+
+def test_the_worker_header_name_is_lowercase() -> None:
+    body = request("tools/list")
+    sent = drive(McpApp(Dispatcher(apps.app), expose_worker=True), raw_headers(body),
+                 [msgspec.json.encode(body)])
+    assert [name for name, _ in sent.headers if name.lower() == b"mcp-debug-worker"] == [
+        b"mcp-debug-worker"]

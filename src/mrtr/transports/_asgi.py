@@ -196,7 +196,9 @@ class McpApp:
     async def _read_body(self, headers: Mapping[str, str], receive: Receive) -> bytes | None:
         declared = headers.get("content-length")
         if declared is not None:
-            if not declared.strip().isdigit():
+            digits = declared.strip()
+            # isdigit() alone takes "²" (int() then fails) and other scripts' digits.
+            if not (digits.isascii() and digits.isdigit()):
                 raise _Reject(400, "Bad Request: invalid Content-Length")
             if int(declared) > self.max_body:
                 raise _Reject(413, f"Payload Too Large: the limit is {self.max_body} bytes")
