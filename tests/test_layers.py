@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,14 @@ def test_public_api_sorted_and_owned(module: str) -> None:
         obj = getattr(mod, name)
         if isinstance(obj, type) and obj.__module__ not in ("typing", "msgspec"):
             assert obj.__module__.startswith("mrtr"), f"{module}.{name} comes from {obj.__module__}"
+
+
+def test_a_server_process_never_loads_the_client_stack() -> None:
+    # `mrtr serve` and every worker import the server side only: httpx and the client stack
+    # cost about 4 MiB of RSS per process (docs/performance.md).
+    code = ("import sys; from mrtr.transports import McpApp, serve_stdio; "
+            "import mrtr.transports._serve, mrtr.cli._serve_cli; "
+            "loaded = [m for m in ('httpx', 'pygments', 'mrtr.client') if m in sys.modules]; "
+            "print(','.join(loaded))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
