@@ -15,6 +15,9 @@ RULES = {
                  "httpx", "uvicorn", "anyio", "asyncio", "cryptography"),
     "server": ("mrtr.client", "mrtr.transports", "mrtr.cli", "httpx", "uvicorn"),
     "client": ("mrtr.server", "mrtr.transports", "mrtr.cli", "uvicorn", "cryptography"),
+    # Stores sit beside the server: the server may use them, they know only protocol and errors.
+    "stores": ("mrtr.server", "mrtr.client", "mrtr.transports", "mrtr.cli", "mrtr.testing",
+               "httpx", "uvicorn", "cryptography"),
     "transports": ("mrtr.cli",),
 }
 
@@ -62,7 +65,8 @@ def test_modules_stay_small() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["mrtr", "mrtr.errors", "mrtr.protocol", "mrtr.server", "mrtr.client", "mrtr.testing"]
+    "module", ["mrtr", "mrtr.errors", "mrtr.protocol", "mrtr.server", "mrtr.client", "mrtr.stores",
+               "mrtr.testing"]
 )
 def test_public_api_sorted_and_owned(module: str) -> None:
     mod = importlib.import_module(module)
