@@ -52,6 +52,7 @@ from mrtr.server._peer import NotificationSink, Peer
 
 if TYPE_CHECKING:
     from mrtr.server._ledger import Ledger
+    from mrtr.stores import Store
 
 __all__ = ["Context"]
 
@@ -103,6 +104,11 @@ class Context:
     @property
     def principal(self) -> str | None:
         return self.peer.principal
+
+    @property
+    def store(self) -> Store | None:
+        """The Dispatcher's store (shared by every process serving it); None without one."""
+        return self._ledger.store if self._ledger is not None else None
 
     @property
     def round(self) -> int:
