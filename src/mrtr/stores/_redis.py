@@ -4,7 +4,7 @@
 # claim is one Lua script (GET, else SET PX lease), so it is atomic and takes one round trip;
 # complete is SET PX until the deadline, so Redis's own expiry is the cleanup. Counters are
 # plain INCRBY + PEXPIRE in a MULTI. Every command is bounded by socket timeouts plus
-# asyncio.wait_for; any failure is StoreUnavailable.
+# asyncio.timeout; any failure is StoreUnavailable.
 from __future__ import annotations
 
 import asyncio
@@ -56,7 +56,8 @@ class RedisStore:
 
     async def _call(self, what: str, awaitable: Awaitable[T]) -> T:
         try:
-            return await asyncio.wait_for(awaitable, self._timeout)
+            async with asyncio.timeout(self._timeout):
+                return await awaitable
         except TimeoutError as exc:
             raise StoreUnavailable(f"redis {what}: no answer in {self._timeout}s") from exc
         except self._errors as exc:

@@ -2,7 +2,7 @@
 
 # Design: stdlib sqlite3 in WAL mode, run on one private thread per store (sqlite3 blocks; the
 # event loop must not). A claim is one BEGIN IMMEDIATE transaction, which takes the database's
-# write lock, so claims are atomic across processes. busy_timeout and asyncio.wait_for bound
+# write lock, so claims are atomic across processes. busy_timeout and asyncio.timeout bound
 # every call; on timeout or any sqlite error the caller gets StoreUnavailable. Expired rows go in
 # bounded batches (_SWEEP rows, at most once per `sweep_every` seconds), on the write path.
 from __future__ import annotations
@@ -54,8 +54,8 @@ class SQLiteStore:
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         loop = asyncio.get_running_loop()
         try:
-            future = loop.run_in_executor(self._thread, self._run, fn)
-            return await asyncio.wait_for(future, self._timeout)
+            async with asyncio.timeout(self._timeout):  # cheaper than wait_for: no extra task
+                return await loop.run_in_executor(self._thread, self._run, fn)
         except TimeoutError as exc:
             raise StoreUnavailable(f"sqlite {self.path}: no answer in {self._timeout}s") from exc
         except (sqlite3.Error, OSError) as exc:
