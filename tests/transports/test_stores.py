@@ -86,7 +86,10 @@ def test_13_store_none_serves_without_a_store(tmp_path: Path) -> None:
         stop(process)
 
 
-def test_13_the_default_store_lives_in_a_private_directory_removed_at_exit() -> None:
+def test_13_the_default_store_lives_in_a_private_directory_removed_at_exit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("MRTR_STORE", raising=False)
     with store_url(None, 2) as url:
         assert url is not None and url.startswith("sqlite:///")
         folder = Path(url[len("sqlite://"):]).parent
@@ -111,3 +114,26 @@ def test_13_a_dispatcher_with_its_own_store_keeps_it() -> None:
     own = Dispatcher(apps.app, store=MemoryStore())
     assert with_store(own, "memory:") is own
     assert with_store(Dispatcher(apps.app), "memory:").store is not None
+
+
+def test_13_workers_open_the_parents_store_and_its_url_does_not_outlive_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    from mrtr.server import generate_key
+    from mrtr.transports import _serve
+
+    seen: dict[str, Any] = {}
+
+    def run_uvicorn(app: object, **options: object) -> int:
+        seen["url"] = os.environ.get("MRTR_STORE")
+        seen["store"] = _serve._worker_app().dispatcher.store  # type: ignore[union-attr]
+        return 0
+
+    monkeypatch.setattr(_serve, "_run_uvicorn", run_uvicorn)
+    monkeypatch.delenv("MRTR_STORE", raising=False)
+    monkeypatch.setenv("MRTR_STATE_KEYS", generate_key())
+    assert _serve.serve("examples.payments:app", workers=2, port=9) == 0
+    assert seen["url"].startswith("sqlite:///") and seen["store"] is not None
+    assert "MRTR_STORE" not in os.environ

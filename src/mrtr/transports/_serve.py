@@ -102,10 +102,16 @@ def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: 
                     "--debug-worker-header do not apply to it", target)
     shown = path if isinstance(obj, Server | Dispatcher) else _endpoint(obj)
     if workers > 1:
+        saved = os.environ.pop(ENV_STORE, None)
         if store is not None:
             os.environ[ENV_STORE] = store  # like the key: every worker opens the same store
-        return _serve_workers(target, host, port, workers, path, keys, hosts, expose_worker,
-                              log_level, shown)
+        try:
+            return _serve_workers(target, host, port, workers, path, keys, hosts,
+                                  expose_worker, log_level, shown)
+        finally:  # the temp store is gone after this run: never leave its URL behind
+            os.environ.pop(ENV_STORE, None)
+            if saved is not None:
+                os.environ[ENV_STORE] = saved
     app = _app(obj, keys, path, hosts, expose_worker, store)
     return _run_uvicorn(app, host=host, port=port, workers=1, log_level=log_level, path=shown)
 
