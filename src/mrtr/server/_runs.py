@@ -100,10 +100,15 @@ class Runner:
             return await (entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args))
 
         round_, ctx = self._open(request, peer, sink, params.name, arguments)
-        if self._engine.ledger is None:  # the hot path: no closure, no store
-            return await self._tool_result(entry, round_.run(invoke, ctx))
-        return await self._redeem(round_, request, CallToolResult,
-                                  lambda: self._tool_result(entry, round_.run(invoke, ctx)))
+        if self._engine.ledger is not None:
+            return await self._redeem(round_, request, CallToolResult,
+                                      lambda: self._tool_result(entry, round_.run(invoke, ctx)))
+        # The hot path (no store) inlines _tool_result: one coroutine frame fewer per call.
+        try:
+            out = await round_.run(invoke, ctx)
+        except Exception as exc:
+            out = tool_failure(exc, params.name, self._log)  # a ProtocolError is re-raised
+        return self._tool_outcome(entry, out)
 
     async def _tool_result(
         self, entry: ToolEntry, run: Awaitable[Any]
@@ -112,6 +117,9 @@ class Runner:
             out = await run
         except Exception as exc:
             out = tool_failure(exc, entry.tool.name, self._log)  # a ProtocolError is re-raised
+        return self._tool_outcome(entry, out)
+
+    def _tool_outcome(self, entry: ToolEntry, out: Any) -> CallToolResult | InputRequiredResult:
         if isinstance(out, InputRequiredResult):
             return _with_meta(out, self._meta)
         result = checked_tool_result(entry.tool.name, out, entry.check_output, self._log)
