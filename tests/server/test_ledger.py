@@ -9,6 +9,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mrtr import Context, Server
 from mrtr.errors import InvalidParams
@@ -197,3 +199,66 @@ def test_13_without_a_store_rounds_stay_replayable_as_before() -> None:
         params = final_round(client)
         client.send("tools/call", {"name": "pay", **params})
     assert till.charges == 2  # documented: without a store a replay runs again
+
+
+def test_13_prompts_and_resources_replay_their_stored_result() -> None:
+    app = Server("docs", version="1")
+    runs: list[str] = []
+
+    @app.prompt()
+    async def brief(ctx: Context, audience: str) -> str:
+        runs.append("prompt")
+        ok = await ctx.confirm("Go?", key="ok")
+        return f"Brief {audience} ({ok})"
+
+    @app.resource("mem://notes/{day}")
+    async def notes(ctx: Context, day: str) -> str:
+        runs.append("resource")
+        ok = await ctx.confirm("Go?", key="ok")
+        return f"{day}: {ok}"
+
+    clock = Clock()
+    with TestClient(app, clock=clock, store=MemoryStore(clock=clock)) as client:
+        prompt = client.get_prompt("brief", {"audience": "ops"}, answers={"ok": True})
+        resource = client.read_resource("mem://notes/mon", answers={"ok": True})
+        count = len(runs)
+        again = [client.send("prompts/get", prompt.requests[-1]),
+                 client.send("resources/read", resource.requests[-1])]
+    assert [reply["result"] for reply in again] == [prompt.result, resource.result]
+    assert len(runs) == count == 4
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.text(max_size=8)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                max_size=3),
+    max_leaves=10)
+
+
+@settings(max_examples=40, deadline=None)
+@given(value=JSON_VALUES)
+def test_13_a_replay_is_byte_identical_whatever_the_result_holds(value: object) -> None:
+    app = Server("echo", version="1")
+
+    @app.tool()
+    async def echo(ctx: Context) -> dict[str, object]:
+        await ctx.confirm("Go?", key="ok")
+        return {"value": value}
+
+    clock = Clock()
+    with TestClient(app, clock=clock, store=MemoryStore(clock=clock)) as client:
+        first = client.send("tools/call", {"name": "echo"})
+        params = {"name": "echo", "requestState": first["result"]["requestState"],
+                  "inputResponses": {"ok": {"action": "accept", "content": {"confirm": True}}}}
+        bodies = [client._runner.run(client.dispatcher.handle_bytes(_raw(params), PEER))
+                  for _ in range(2)]
+    assert bodies[0] is not None and bodies[1] is not None
+    assert bodies[0].body == bodies[1].body
+
+
+def _raw(params: dict[str, Any]) -> bytes:
+    meta = {"io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": ALL_CAPABILITIES}
+    return msgspec.json.encode({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                                "params": {**params, "_meta": meta}})

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from mrtr.errors import InternalError, InvalidRequestState
-from mrtr.protocol import InputRequiredResult
+from mrtr.protocol import InputRequiredResult, resolve_contents
 from mrtr.server._sealing import digest_arguments
 from mrtr.stores import Claim, ClaimStatus, Store, StoreUnavailable
 
@@ -129,4 +129,4 @@ class Ledger:
         tag, body = outcome[_DIGEST:_DIGEST + 1], outcome[_DIGEST + 1:]
         if tag == _INPUT:
             return msgspec.json.decode(body, type=InputRequiredResult)
-        return msgspec.json.decode(body, type=kind)
+        return msgspec.json.decode(body, type=kind, dec_hook=resolve_contents)
