@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from mrtr import Context, Server
 from mrtr.errors import InvalidParams
-from mrtr.protocol import PROTOCOL_VERSION
+from mrtr.protocol import PROTOCOL_VERSION, InputRequiredResult
 from mrtr.server import Dispatcher, Peer, Sealer
 from mrtr.stores import MemoryStore, RedisStore, SQLiteStore, Store
 from mrtr.testing import ALL_CAPABILITIES, Clock, TestClient
@@ -262,3 +263,24 @@ def _raw(params: dict[str, Any]) -> bytes:
             "io.modelcontextprotocol/clientCapabilities": ALL_CAPABILITIES}
     return msgspec.json.encode({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                                 "params": {**params, "_meta": meta}})
+
+
+def test_13_a_round_running_longer_than_its_lease_still_runs_once() -> None:
+    from mrtr.server._ledger import Ledger
+
+    ledger = Ledger(MemoryStore(), logging.getLogger("test"), lease=0.1, wait=5)
+    runs: list[int] = []
+
+    async def work() -> Any:
+        runs.append(1)
+        await asyncio.sleep(0.5)  # five leases: renewals keep the claim
+        return InputRequiredResult(request_state="s")
+
+    async def main() -> list[Any]:
+        first = asyncio.ensure_future(ledger.redeem("r1", {}, time.time() + 60, Any, work))
+        await asyncio.sleep(0.3)
+        second = await ledger.redeem("r1", {}, time.time() + 60, Any, work)
+        return [await first, second]
+
+    first, second = asyncio.run(main())
+    assert runs == [1] and first == second

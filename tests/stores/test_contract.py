@@ -232,3 +232,18 @@ def test_sqlite_sweeps_expired_rows(tmp_path: Path) -> None:
     asyncio.run(body())
     rows = sqlite3.connect(tmp_path / "s.db").execute("SELECT key FROM mrtr_entries").fetchall()
     assert rows == [("new",)]
+
+
+def test_renew_keeps_a_running_claim_alive_and_only_a_running_one(make_store: Factory) -> None:
+    async def body(store: Store) -> list[object]:
+        await store.claim("k", lease=0.15, expires=later())
+        renewed = []
+        for _ in range(4):  # 0.4 s in all: well past the first lease
+            await asyncio.sleep(0.1)
+            renewed.append(await store.renew("k", lease=0.15))
+        held = (await store.claim("k", lease=30, expires=later())).status
+        await store.complete("d", b"x", expires=later())
+        return [renewed, held, await store.renew("d", lease=1), await store.renew("absent",
+                                                                                   lease=1)]
+
+    assert run(make_store, body) == [[True] * 4, ClaimStatus.RUNNING, False, False]

@@ -6,7 +6,8 @@
 # the canonical inputResponses; a later one with the same answers gets the stored outcome, with
 # other answers the frozen InvalidRequestState. A concurrent duplicate waits (bounded) for the
 # first one's outcome. A failure that is not an outcome (a ProtocolError, a crash) releases the
-# claim; a process that dies holding one frees it when its lease lapses. `once` is the same
+# claim; a running claim is renewed every lease/3, so only a process that dies holding one
+# lets it lapse (after the lease) for a retry to run. `once` is the same
 # claim per flow and key: exactly once, except a crash inside fn (at-least-once then).
 from __future__ import annotations
 
@@ -106,6 +107,7 @@ class Ledger:
             delay = min(delay * 2, 0.05)
 
     async def _guarded(self, key: str, run: Callable[[], Awaitable[Any]]) -> Any:
+        keeper = asyncio.create_task(self._keep(key))
         try:
             return await run()
         except BaseException:
@@ -114,6 +116,18 @@ class Ledger:
             except (StoreUnavailable, asyncio.CancelledError) as exc:
                 self._log.warning("could not release %s (its lease will): %r", key, exc)
             raise
+        finally:
+            keeper.cancel()
+
+    async def _keep(self, key: str) -> None:
+        """Renew the claim on `key` while its work runs: only a dead process lets it lapse."""
+        while True:
+            await asyncio.sleep(self._lease / 3)
+            try:
+                if not await self.store.renew(key, lease=self._lease):
+                    return
+            except StoreUnavailable as exc:
+                self._log.warning("could not renew the claim on %s: %s", key, exc.reason)
 
     async def _complete(self, key: str, outcome: bytes, deadline: float) -> None:
         try:

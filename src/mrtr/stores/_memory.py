@@ -66,6 +66,14 @@ class MemoryStore:
         entry.outcome = bytes(outcome)
         self._put(key, entry, now)
 
+    async def renew(self, key: str, *, lease: float) -> bool:
+        now = self._clock()
+        entry = self._live(key, now)
+        if entry is None or entry.outcome is not None or entry.count:
+            return False
+        entry.lease_until = now + lease
+        return True
+
     async def release(self, key: str) -> None:
         entry = self._entries.get(key)
         if entry is not None and entry.outcome is None:

@@ -23,6 +23,10 @@ if v then return v end
 redis.call('SET', KEYS[1], 'r', 'PX', ARGV[1])
 return false
 """
+_RENEW = """
+if redis.call('GET', KEYS[1]) == 'r' then return redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return 0
+"""
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == 'r' then return redis.call('DEL', KEYS[1]) end
 return 0
@@ -49,6 +53,7 @@ class RedisStore:
             url, socket_timeout=timeout, socket_connect_timeout=timeout)
         self._claim = self._redis.register_script(_CLAIM)
         self._release = self._redis.register_script(_RELEASE)
+        self._renew = self._redis.register_script(_RENEW)
         self._prefix = prefix
         self._timeout = timeout
         self._clock = clock
@@ -75,6 +80,10 @@ class RedisStore:
         value = b"d" + outcome
         await self._call("complete", self._redis.set(self._prefix + key, value,
                                                      px=self._ms(expires)))
+
+    async def renew(self, key: str, *, lease: float) -> bool:
+        ms = max(1, int(lease * 1000))
+        return bool(await self._call("renew", self._renew(keys=[self._prefix + key], args=[ms])))
 
     async def release(self, key: str) -> None:
         await self._call("release", self._release(keys=[self._prefix + key]))

@@ -104,6 +104,17 @@ class SQLiteStore:
 
         await self._call(lambda db: self._write(db, step))
 
+    async def renew(self, key: str, *, lease: float) -> bool:
+        def run(db: sqlite3.Connection) -> bool:
+            now = self._clock()
+            found = db.execute(
+                "UPDATE mrtr_entries SET lease_until = ? WHERE key = ? AND outcome IS NULL"
+                " AND count IS NULL AND lease_until > ? AND expires > ?",
+                (now + lease, key, now, now))
+            return found.rowcount > 0
+
+        return await self._call(run)
+
     async def release(self, key: str) -> None:
         def run(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM mrtr_entries WHERE key = ? AND outcome IS NULL"

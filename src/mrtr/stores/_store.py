@@ -72,6 +72,10 @@ class Store(Protocol):
         """Store `outcome` for `key` (DONE) until `expires`."""
         ...
 
+    async def renew(self, key: str, *, lease: float) -> bool:
+        """Extend a RUNNING claim to `lease` seconds from now; False when it is not running."""
+        ...
+
     async def release(self, key: str) -> None:
         """Drop a RUNNING claim (the work failed and may run again); a DONE entry stays."""
         ...
