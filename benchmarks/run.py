@@ -37,6 +37,7 @@ from benchmarks.report import WORKLOADS as REPORTED_WORKLOADS
 REPO = Path(__file__).resolve().parents[1]
 COPIED = (*SDKS, FLOOR)  # the shared targets.json entries the suite runs beside mrtr
 ONLY = ",".join((MRTR, *COPIED))
+STORES = {"mrtr-nostore": "none", "mrtr-memory": "memory:"}  # opt-in targets (--only)
 WORKLOADS = ",".join(REPORTED_WORKLOADS)
 DEFAULTS = {"repeats": 3, "duration": 5.0, "warmup": 1.0, "quiet_wait": 60.0,
             "retry_disturbed": 2}
@@ -146,6 +147,11 @@ def targets_spec(
         "env": {"PYTHONPATH": str(REPO)},
         "path": "/mcp",
     }
+    # The default `mrtr` records rounds in a private SQLite store (exactly-once); these opt-in
+    # targets (--only) measure the same server without a store and with the in-memory one.
+    for name, store in STORES.items():
+        spec[name] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, --store {store}",
+                      "cmd": f"{spec['mrtr']['cmd']} --store {store}"}
     if base is not None:
         spec[BASE] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, baseline checkout",
                       "env": {"PYTHONPATH": f"{base / 'src'}{os.pathsep}{base}"}}

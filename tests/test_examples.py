@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from mrtr import Server
+from mrtr.stores import MemoryStore
 from mrtr.testing import ANSWER_DECLINE, TestClient, then
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -72,9 +73,26 @@ def asgi_app(client: TestClient, ns: dict[str, Any]) -> None:
         "Account of user:ann closed.")
 
 
+def payments(client: TestClient, ns: dict[str, Any]) -> None:
+    # With a store a replayed final round returns its first result and charges nothing more.
+    with TestClient(ns["app"], clock=client.clock,
+                    store=MemoryStore(clock=client.clock)) as shop:
+        flow = shop.call_tool("pay", {"invoice": "INV-7", "amount": 40},
+                              answers={"confirm": True})
+        assert flow.rounds == 2
+        assert flow.text == "Paid 40 EUR for invoice INV-7: receipt R-INV-7-1."
+        for _ in range(3):
+            again = shop.send("tools/call", {"name": "pay", **flow.requests[-1]})
+            assert again["result"] == flow.result
+        assert shop.call_tool("charges", {"invoice": "INV-7"}).text == "1"
+    no = client.call_tool("pay", {"invoice": "INV-8", "amount": 5}, answers={"confirm": False})
+    assert no.text == "Invoice INV-8 not paid."
+
+
 SCENARIOS: dict[str, Callable[[TestClient, dict[str, Any]], None]] = {
     "asgi_app.py": asgi_app,
     "bookings.py": bookings,
+    "payments.py": payments,
     "provision.py": provision,
     "research.py": research,
 }

@@ -17,6 +17,9 @@ RULES = {
                  "httpx", "uvicorn", "anyio", "asyncio", "cryptography"),
     "server": ("mrtr.client", "mrtr.transports", "mrtr.cli", "httpx", "uvicorn"),
     "client": ("mrtr.server", "mrtr.transports", "mrtr.cli", "uvicorn", "cryptography"),
+    # Stores sit beside the server: the server may use them, they know only protocol and errors.
+    "stores": ("mrtr.server", "mrtr.client", "mrtr.transports", "mrtr.cli", "mrtr.testing",
+               "httpx", "uvicorn", "cryptography"),
     "transports": ("mrtr.cli",),
 }
 
@@ -64,8 +67,8 @@ def test_modules_stay_small() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["mrtr", "mrtr.errors", "mrtr.protocol", "mrtr.server", "mrtr.client", "mrtr.testing",
-               "mrtr.transports"]
+    "module", ["mrtr", "mrtr.errors", "mrtr.protocol", "mrtr.server", "mrtr.client", "mrtr.stores",
+               "mrtr.testing", "mrtr.transports"]
 )
 def test_public_api_sorted_and_owned(module: str) -> None:
     mod = importlib.import_module(module)

@@ -23,6 +23,7 @@ import msgspec
 from mrtr.errors import from_wire
 from mrtr.protocol import PROTOCOL_VERSION
 from mrtr.server import Dispatcher, Peer, Sealer, Server
+from mrtr.stores import Store
 
 __all__ = [
     "ALL_CAPABILITIES",
@@ -114,12 +115,13 @@ class TestClient:
         principal: str | None = None,
         capabilities: Mapping[str, Any] | None = None,
         max_rounds: int = 16,
+        store: Store | None = None,
     ) -> None:
         self.clock = clock or Clock()
         self.sealer = sealer or Sealer(
             keys=[b"k" * 32], audience=app.name, clock=self.clock
         )
-        self.dispatcher = Dispatcher(app, sealer=self.sealer, max_rounds=max_rounds)
+        self.dispatcher = Dispatcher(app, sealer=self.sealer, max_rounds=max_rounds, store=store)
         self.principal = principal
         self.capabilities = dict(ALL_CAPABILITIES if capabilities is None else capabilities)
         self._ids = itertools.count(1)

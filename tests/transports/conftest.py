@@ -140,6 +140,7 @@ def cli_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
     env.pop("MRTR_STATE_KEYS", None)
+    env.pop("MRTR_STORE", None)
     return env
 
 

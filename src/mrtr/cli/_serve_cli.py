@@ -48,6 +48,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        "e.g. examples.bookings:app or examples/bookings.py:app")
     serve.add_argument("--stdio", action="store_true",
                        help="serve stdin/stdout instead of HTTP (the HTTP options do not apply)")
+    serve.add_argument("--store", default=None, metavar="URL",
+                       help="where rounds and ctx.once are recorded for exactly-once: "
+                       "sqlite:///path, redis://host:port/db, memory: or none (default "
+                       "MRTR_STORE, else a private SQLite file for this run)")
     serve.add_argument("--log-level", default="info",
                        choices=["critical", "error", "warning", "info", "debug"])
     serve.add_argument("--ask-timeout", type=float, default=600.0, metavar="SECONDS",
@@ -110,6 +114,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             expose_worker=args.debug_worker_header,
             log_level=args.log_level,
             ask_timeout=args.ask_timeout,
+            store=args.store,
         )
     except (ValueError, ImportError, AttributeError) as exc:
         print(f"mrtr serve: {_flagged(exc)}", file=sys.stderr)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import msgspec
 
@@ -50,6 +50,10 @@ from mrtr.server._forms import Confirmation, FormInvalid, render_form, validate_
 from mrtr.server._journal import FlowState
 from mrtr.server._peer import NotificationSink, Peer
 
+if TYPE_CHECKING:
+    from mrtr.server._ledger import Ledger
+    from mrtr.stores import Store
+
 __all__ = ["Context"]
 
 F = TypeVar("F")  # a Form, dataclass, TypedDict or Struct: render_form checks
@@ -72,6 +76,8 @@ class Context:
         input_responses: Mapping[str, object],
         settler: Settler,
         sink: NotificationSink | None = None,
+        ledger: Ledger | None = None,
+        deadline: float | None = None,
     ) -> None:
         self.request_id = request_id
         self.meta = meta
@@ -80,6 +86,8 @@ class Context:
         self._responses = input_responses
         self._settler = settler
         self._sink = sink
+        self._ledger = ledger  # with a store: once runs once per flow across processes
+        self._deadline = deadline
         self._progress_last: float | None = None
         self._counter = 0
 
@@ -96,6 +104,11 @@ class Context:
     @property
     def principal(self) -> str | None:
         return self.peer.principal
+
+    @property
+    def store(self) -> Store | None:
+        """The Dispatcher's store (shared by every process serving it); None without one."""
+        return self._ledger.store if self._ledger is not None else None
 
     @property
     def round(self) -> int:
@@ -275,12 +288,20 @@ class Context:
         """Run `fn` once per flow and journal its JSON-serialisable result under `key`.
 
         Later rounds get the journaled JSON value, converted back to the type `returns` when
-        given (e.g. `returns=Booking` for a Struct or dataclass).
+        given (e.g. `returns=Booking` for a Struct or dataclass). With a store (Dispatcher
+        `store=`), `fn` runs once per flow across processes and replays; a process dying inside
+        `fn` lets it run again after the lease (at-least-once for that crash only).
         """
         onces = self._flow.onces
         if key in onces:
             stored = onces[key]
             return msgspec.convert(stored, returns) if returns is not None else stored  # type: ignore[no-any-return]
+        if self._ledger is not None and self._deadline is not None:
+            replayed, found = await self._ledger.once(self._flow.flow_id, key, self._deadline, fn)
+            onces[key] = msgspec.to_builtins(found)
+            if replayed and returns is not None:
+                return msgspec.convert(found, returns)  # type: ignore[no-any-return]
+            return found  # type: ignore[return-value]
         value = fn()
         if inspect.isawaitable(value):
             value = await value

@@ -35,12 +35,14 @@ from mrtr.protocol import (
 )
 from mrtr.server._asks import Suspend
 from mrtr.server._failures import wire_error
+from mrtr.server._ledger import Ledger
 from mrtr.server._listing import Lister
 from mrtr.server._peer import NotificationSink, Peer
 from mrtr.server._registry import Server
 from mrtr.server._rounds import RoundEngine
 from mrtr.server._runs import Runner
 from mrtr.server._sealing import Sealer
+from mrtr.stores import Store
 
 __all__ = ["Dispatcher", "Reply"]
 
@@ -98,6 +100,7 @@ class Dispatcher:
         sealer: Sealer | None = None,
         max_rounds: int = 16,
         logger: logging.Logger | None = None,
+        store: Store | None = None,
     ) -> None:
         self.server = server
         self.max_rounds = max_rounds
@@ -107,7 +110,11 @@ class Dispatcher:
         self.sealer = sealer if sealer is not None else Sealer.ephemeral(audience=server.name)
         meta = {SERVER_INFO_KEY: {"name": server.name, "version": server.version}}
         self.result_meta = meta
-        engine = RoundEngine(self.sealer, max_rounds=max_rounds)
+        # Design: with a store every round is single-use and ctx.once runs once per flow across
+        # processes (_ledger.py); None keeps rounds replayable at no cost (one process, tests).
+        self.store = store
+        ledger = Ledger(store, self.log) if store is not None else None
+        engine = RoundEngine(self.sealer, max_rounds=max_rounds, ledger=ledger)
         self._lister = Lister(server, meta)
         self._runner = Runner(server, engine, meta, self.log)
         self._routes: dict[str, Callable[[Any, Peer, NotificationSink | None], Any]] = {

@@ -29,6 +29,9 @@ class FlowState(msgspec.Struct, array_like=True):
     onces: dict[str, JSON] = msgspec.field(default_factory=dict)
     pending: dict[str, str] = msgspec.field(default_factory=dict)  # key -> shape sent
     state: JSON = None
+    # Names this round among all rounds of all flows, when a store makes rounds single-use:
+    # the store key derives from it (never from the token text, which is malleable).
+    round_id: str = ""
 
 
 _ENCODER = msgspec.msgpack.Encoder()

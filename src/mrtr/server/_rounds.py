@@ -42,6 +42,7 @@ from mrtr.server._asks import (
 )
 from mrtr.server._context import Context
 from mrtr.server._journal import Answer, FlowState, decode_flow, encode_flow
+from mrtr.server._ledger import Ledger
 from mrtr.server._peer import NotificationSink, Peer
 from mrtr.server._sealing import Binding, Sealer, StateTooLarge
 
@@ -75,8 +76,10 @@ class RoundEngine:
         *,
         max_rounds: int = 16,
         random: Callable[[int], bytes] | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self._sealer = sealer
+        self.ledger = ledger  # None: rounds may be redeemed again (no store)
         self._max_rounds = max_rounds
         self._random = random  # tests inject one; None: prefix + serial below
         # Flow ids label a flow inside its sealed state: unique, not secret. A random prefix per
@@ -113,6 +116,15 @@ class RoundEngine:
                 ) from exc
             raise InternalError("Request state too large") from exc
 
+    def new_round_id(self) -> str:
+        """A unique name for the round being sealed; "" without a ledger (nothing keys on it)."""
+        if self.ledger is None:
+            return ""
+        return (self._random or os.urandom)(16).hex()
+
+    def flow_deadline(self) -> float:
+        return self._sealer.flow_deadline()
+
     def new_flow_id(self) -> str:
         if self._random is not None:
             return self._random(12).hex()
@@ -135,6 +147,9 @@ class Round:
         self._engine = engine
         self.flow = flow
         self._bind = bind
+        if engine.ledger is not None and deadline is None:  # round 1: `once` keys on the flow
+            flow.flow_id = engine.new_flow_id()
+            deadline = engine.flow_deadline()
         self._deadline = deadline
         self._responses: Mapping[str, object] = {}
         self._capabilities: object = None
@@ -156,7 +171,13 @@ class Round:
         self._responses = input_responses
         self._capabilities = meta.client_capabilities
         return Context(request_id=request_id, meta=meta, peer=peer, flow=self.flow,
-                       input_responses=input_responses, settler=self, sink=sink)
+                       input_responses=input_responses, settler=self, sink=sink,
+                       ledger=self._engine.ledger, deadline=self._deadline)
+
+    @property
+    def deadline(self) -> float | None:
+        """The flow's deadline (epoch seconds); None on round 1 without a ledger."""
+        return self._deadline
 
     async def run(
         self, handler: Callable[[Context], Awaitable[R]], ctx: Context
@@ -250,6 +271,7 @@ class Round:
             onces=flow.onces,
             pending=shapes,
             state=state,
+            round_id=self._engine.new_round_id(),
         )
         token = self._engine.seal(following, self._bind(), self._deadline,
                                   answered=self._answered)

@@ -28,7 +28,7 @@ from mrtr.server._failures import tool_failure
 from mrtr.server._peer import NotificationSink, Peer
 from mrtr.server._registry import Server, ToolEntry
 from mrtr.server._results import checked_tool_result, prompt_result, resource_contents
-from mrtr.server._rounds import RoundEngine
+from mrtr.server._rounds import Round, RoundEngine
 from mrtr.server._sealing import Binding, digest_arguments
 
 __all__ = ["Runner"]
@@ -53,25 +53,34 @@ class Runner:
         return self._engine.open(UNSET, _unbound).context(
             request_id=request.id, meta=request.params.meta, peer=peer, input_responses={})
 
-    def _run(
-        self,
-        request: Any,
-        peer: Peer,
-        sink: NotificationSink | None,
-        target: str,
+    def _open(
+        self, request: Any, peer: Peer, sink: NotificationSink | None, target: str,
         arguments: object,
-        invoke: Callable[[Context], Awaitable[Any]],
-    ) -> Awaitable[Any]:
-        """Open the round now (unseal any state; ProtocolError here), and return the awaitable
-        that runs `invoke` under the round engine."""
+    ) -> tuple[Round, Context]:
+        """Open the round now (unseal any state; ProtocolError here) and build its Context."""
         params = request.params
         bind = _LazyBinding(request.method, target, arguments, peer.principal)
         round_ = self._engine.open(params.request_state, bind)
         responses = params.input_responses if params.input_responses is not UNSET else {}
         ctx = round_.context(request_id=request.id, meta=params.meta, peer=peer,
                              input_responses=responses, sink=sink)
-        # Returned, not awaited here: one coroutine frame fewer on every request.
-        return round_.run(invoke, ctx)
+        return round_, ctx
+
+    def _redeem(
+        self,
+        round_: Round,
+        request: Any,
+        kind: type[R],
+        finish: Callable[[], Awaitable[R | InputRequiredResult]],
+    ) -> Awaitable[R | InputRequiredResult]:
+        """`finish()`, run once per round when a store is set (see _ledger.py)."""
+        ledger = self._engine.ledger
+        round_id = round_.flow.round_id
+        if ledger is None or not round_id or round_.deadline is None:
+            return finish()
+        params = request.params
+        responses = params.input_responses if params.input_responses is not UNSET else {}
+        return ledger.redeem(round_id, responses, round_.deadline, kind, finish)
 
     # -- tools/call ------------------------------------------------------------------------------
     async def call_tool(
@@ -90,13 +99,30 @@ class Runner:
                 args = entry.convert(arguments)
             return await (entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args))
 
+        round_, ctx = self._open(request, peer, sink, params.name, arguments)
+        if self._engine.ledger is not None:
+            return await self._redeem(round_, request, CallToolResult,
+                                      lambda: self._tool_result(entry, round_.run(invoke, ctx)))
+        # The hot path (no store) inlines _tool_result: one coroutine frame fewer per call.
         try:
-            out = await self._run(request, peer, sink, params.name, arguments, invoke)
+            out = await round_.run(invoke, ctx)
         except Exception as exc:
             out = tool_failure(exc, params.name, self._log)  # a ProtocolError is re-raised
+        return self._tool_outcome(entry, out)
+
+    async def _tool_result(
+        self, entry: ToolEntry, run: Awaitable[Any]
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            out = await run
+        except Exception as exc:
+            out = tool_failure(exc, entry.tool.name, self._log)  # a ProtocolError is re-raised
+        return self._tool_outcome(entry, out)
+
+    def _tool_outcome(self, entry: ToolEntry, out: Any) -> CallToolResult | InputRequiredResult:
         if isinstance(out, InputRequiredResult):
             return _with_meta(out, self._meta)
-        result = checked_tool_result(params.name, out, entry.check_output, self._log)
+        result = checked_tool_result(entry.tool.name, out, entry.check_output, self._log)
         return _with_meta(result, self._meta)
 
     # -- prompts/get -----------------------------------------------------------------------------
@@ -117,12 +143,17 @@ class Runner:
         async def invoke(ctx: Context) -> Any:
             return await (entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args))
 
-        out = await self._run(request, peer, sink, params.name, arguments, invoke)
-        if isinstance(out, InputRequiredResult):
-            return _with_meta(out, self._meta)
+        round_, ctx = self._open(request, peer, sink, params.name, arguments)
         description = entry.prompt.description
-        result = prompt_result(out, description if isinstance(description, str) else None)
-        return _with_meta(result, self._meta)
+
+        async def finish() -> GetPromptResult | InputRequiredResult:
+            out = await round_.run(invoke, ctx)
+            if isinstance(out, InputRequiredResult):
+                return _with_meta(out, self._meta)
+            result = prompt_result(out, description if isinstance(description, str) else None)
+            return _with_meta(result, self._meta)
+
+        return await self._redeem(round_, request, GetPromptResult, finish)
 
     # -- resources/read --------------------------------------------------------------------------
     async def read_resource(
@@ -141,18 +172,24 @@ class Runner:
             call = entry.call
             return await (call(ctx, **variables) if entry.wants_ctx else call(**variables))
 
-        out = await self._run(request, peer, sink, uri, None, invoke)
-        if isinstance(out, InputRequiredResult):
-            return _with_meta(out, self._meta)
+        round_, ctx = self._open(request, peer, sink, uri, None)
         cache = self._server.cache
         params = request.params
         retried = params.input_responses is not UNSET or params.request_state is not UNSET
-        return ReadResourceResult(  # a retry's result must never be cached (CACHE-M-01)
-            contents=resource_contents(out, uri, entry.mime_type),
-            ttl_ms=0 if retried else cache.ttl_ms,
-            cache_scope="private" if retried else cache.scope,  # type: ignore[arg-type]
-            meta=self._meta,
-        )
+        mime_type = entry.mime_type
+
+        async def finish() -> ReadResourceResult | InputRequiredResult:
+            out = await round_.run(invoke, ctx)
+            if isinstance(out, InputRequiredResult):
+                return _with_meta(out, self._meta)
+            return ReadResourceResult(  # a retry's result must never be cached (CACHE-M-01)
+                contents=resource_contents(out, uri, mime_type),
+                ttl_ms=0 if retried else cache.ttl_ms,
+                cache_scope="private" if retried else cache.scope,  # type: ignore[arg-type]
+                meta=self._meta,
+            )
+
+        return await self._redeem(round_, request, ReadResourceResult, finish)
 
 
 class _LazyBinding:

@@ -295,6 +295,10 @@ class Sealer:
     def __repr__(self) -> str:
         return f"Sealer(audience={self._audience!r}, keys={len(self._keys)}, ttl={self._ttl})"
 
+    def flow_deadline(self) -> float:
+        """The deadline (epoch seconds) a flow starting now gets: now + flow_ttl."""
+        return float(self._clock()) + self._flow_ttl
+
     def seal(self, body: bytes, binding: Binding, *, deadline: float | None = None) -> str:
         """Return a requestState carrying `body`, bound to `binding`.
 

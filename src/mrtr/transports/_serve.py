@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from mrtr.server import Dispatcher, Server, generate_key, parse_keys
+from mrtr.stores import ENV_STORE
 from mrtr.transports._asgi import McpApp
 from mrtr.transports._hosts import LOOPBACK
 from mrtr.transports._keyfile import read_or_create_key
 from mrtr.transports._stdio_server import serve_stdio
+from mrtr.transports._stores import store_url, with_store
 from mrtr.transports._target import (
     KEYS_ENV,
     ASGIApp,
@@ -65,6 +67,7 @@ def serve(
     expose_worker: bool = False,
     log_level: str = "info",
     ask_timeout: float = ASK_TIMEOUT,
+    store: str | None = None,
 ) -> int:
     """Serve `target` (`module:attribute` or `file.py:attribute`) until SIGINT/SIGTERM or EOF.
 
@@ -72,18 +75,31 @@ def serve(
     stdio keeps its key in `key_file` (when given), so a restart keeps flows alive. The loopback
     names and `host` are accepted in Host and Origin on any port, plus `allowed_hosts` (`name`
     or `name:port`). `port` 0 picks a free port. `ask_timeout` (seconds) bounds each wait
-    for a 2025 session client's answer to a server request. Returns the process exit status. Raises
-    ValueError for a bad setting, target or key.
+    for a 2025 session client's answer to a server request. `store` is a store URL (default
+    MRTR_STORE, else a SQLite file in a private temp directory shared by the workers; "none": no
+    store). Returns the process exit status. Raises ValueError for a bad setting, target or key.
     """
     _check_settings(port, workers, path, ask_timeout)
     _import_path()
     obj = load_target(target)  # fail early: before keys, sockets or worker processes
+    with store_url(store, workers) as url:
+        return _serve(target, obj, host=host, port=port, workers=workers, path=path,
+                      stdio=stdio, keys=keys, key_file=key_file, allowed_hosts=allowed_hosts,
+                      expose_worker=expose_worker, log_level=log_level,
+                      ask_timeout=ask_timeout, store=url)
+
+
+def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: int,
+           workers: int, path: str, stdio: bool, keys: Sequence[bytes] | None,
+           key_file: Path | None, allowed_hosts: Sequence[str] | None, expose_worker: bool,
+           log_level: str, ask_timeout: float, store: str | None) -> int:
     if keys is None and os.environ.get(KEYS_ENV):
         keys = parse_keys(os.environ[KEYS_ENV])
     if keys is None and key_file is not None and workers == 1 and (stdio or _is_loopback(host)):
         keys = _file_keys(key_file)
     if stdio:
-        asyncio.run(serve_stdio(_dispatcher(target, obj, keys), ask_timeout=ask_timeout))
+        asyncio.run(serve_stdio(with_store(_dispatcher(target, obj, keys), store),
+                                ask_timeout=ask_timeout))
         return 0
     hosts = _allowed_hosts(host, allowed_hosts or ())
     if not isinstance(obj, Server | Dispatcher) and (path != "/mcp" or allowed_hosts
@@ -94,9 +110,17 @@ def serve(
     shown = path if isinstance(obj, Server | Dispatcher) else _endpoint(obj)
     if workers > 1:
         os.environ[_ASK_TIMEOUT_ENV] = repr(ask_timeout)  # read by each worker's _worker_app
-        return _serve_workers(target, host, port, workers, path, keys, hosts, expose_worker,
-                              log_level, shown)
-    app = _app(obj, keys, path, hosts, expose_worker, ask_timeout)
+        saved = os.environ.pop(ENV_STORE, None)
+        if store is not None:
+            os.environ[ENV_STORE] = store  # like the key: every worker opens the same store
+        try:
+            return _serve_workers(target, host, port, workers, path, keys, hosts,
+                                  expose_worker, log_level, shown)
+        finally:  # the temp store is gone after this run: never leave its URL behind
+            os.environ.pop(ENV_STORE, None)
+            if saved is not None:
+                os.environ[ENV_STORE] = saved
+    app = _app(obj, keys, path, hosts, expose_worker, ask_timeout, store)
     return _run_uvicorn(app, host=host, port=port, workers=1, log_level=log_level, path=shown)
 
 
@@ -108,7 +132,7 @@ def _worker_app() -> McpApp | ASGIApp:
     target = env[_TARGET_ENV]
     return _app(load_target(target), parse_keys(env[KEYS_ENV]),
                 env.get(_PATH_ENV, "/mcp"), hosts, env.get(_WORKER_ENV) == "1",
-                float(env.get(_ASK_TIMEOUT_ENV, ASK_TIMEOUT)))
+                float(env.get(_ASK_TIMEOUT_ENV, ASK_TIMEOUT)), env.get(ENV_STORE) or None)
 
 
 def _check_settings(port: int, workers: int, path: str, ask_timeout: float) -> None:
@@ -149,12 +173,14 @@ def _endpoint(app: ASGIApp) -> str:
 
 def _app(obj: Server | Dispatcher | ASGIApp, keys: Sequence[bytes] | None,
          path: str, hosts: Sequence[str], expose_worker: bool,
-         ask_timeout: float) -> McpApp | ASGIApp:
+         ask_timeout: float = ASK_TIMEOUT, store: str | None = None) -> McpApp | ASGIApp:
     if isinstance(obj, Server | Dispatcher):
-        return McpApp(with_keys(obj, keys), path=path, allowed_hosts=hosts,
+        return McpApp(with_store(with_keys(obj, keys), store), path=path, allowed_hosts=hosts,
                       expose_worker=expose_worker, ask_timeout=ask_timeout)
     if isinstance(obj, McpApp) and keys:
         obj.dispatcher = with_keys(obj.dispatcher, keys)  # states must open in every worker
+    if isinstance(obj, McpApp):
+        obj.dispatcher = with_store(obj.dispatcher, store)
     return obj
 
 

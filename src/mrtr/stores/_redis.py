@@ -1,0 +1,112 @@
+"""RedisStore: replicas on several machines share one Redis (redis-py asyncio, `mrtr[redis]`)."""
+
+# Design: one key per entry under `prefix`. A value is b"r" (claimed) or b"d" + outcome (done).
+# claim is one Lua script (GET, else SET PX lease), so it is atomic and takes one round trip;
+# complete is SET PX until the deadline, so Redis's own expiry is the cleanup. Counters are
+# plain INCRBY + PEXPIRE in a MULTI. Every command is bounded by socket timeouts plus
+# asyncio.timeout; any failure is StoreUnavailable.
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus, StoreUnavailable
+
+__all__ = ["RedisStore"]
+
+T = TypeVar("T")
+_CLAIM = """
+local v = redis.call('GET', KEYS[1])
+if v then return v end
+redis.call('SET', KEYS[1], 'r', 'PX', ARGV[1])
+return false
+"""
+_RENEW = """
+if redis.call('GET', KEYS[1]) == 'r' then return redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == 'r' then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class RedisStore:
+    """A Store in Redis at `url` (redis://, rediss://, unix://)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "mrtr:",
+        timeout: float = 2.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        try:
+            import redis.asyncio as redis
+        except ImportError as exc:  # pragma: no cover - depends on the installed extras
+            raise ImportError("RedisStore needs redis-py: pip install 'mrtr[redis]'") from exc
+        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self._redis: Any = redis.Redis.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        self._claim = self._redis.register_script(_CLAIM)
+        self._release = self._redis.register_script(_RELEASE)
+        self._renew = self._redis.register_script(_RENEW)
+        self._prefix = prefix
+        self._timeout = timeout
+        self._clock = clock
+        self.url = url
+
+    async def _call(self, what: str, awaitable: Awaitable[T]) -> T:
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await awaitable
+        except TimeoutError as exc:
+            raise StoreUnavailable(f"redis {what}: no answer in {self._timeout}s") from exc
+        except self._errors as exc:
+            raise StoreUnavailable(f"redis {what}: {exc!r}") from exc
+
+    def _ms(self, expires: float) -> int:
+        return max(1, int((expires - self._clock()) * 1000))
+
+    async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
+        ms = min(max(1, int(lease * 1000)), self._ms(expires))
+        found = await self._call("claim", self._claim(keys=[self._prefix + key], args=[ms]))
+        return NEW if found is None else _decode(found)
+
+    async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
+        value = b"d" + outcome
+        await self._call("complete", self._redis.set(self._prefix + key, value,
+                                                     px=self._ms(expires)))
+
+    async def renew(self, key: str, *, lease: float) -> bool:
+        ms = max(1, int(lease * 1000))
+        return bool(await self._call("renew", self._renew(keys=[self._prefix + key], args=[ms])))
+
+    async def release(self, key: str) -> None:
+        await self._call("release", self._release(keys=[self._prefix + key]))
+
+    async def get(self, key: str) -> Claim | None:
+        found = await self._call("get", self._redis.get(self._prefix + key))
+        return None if found is None else _decode(found)
+
+    async def add(self, key: str, amount: int, *, expires: float) -> int:
+        async def run() -> int:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.incrby(self._prefix + "n:" + key, amount)
+                pipe.pexpire(self._prefix + "n:" + key, self._ms(expires))
+                value, _ = await pipe.execute()
+            return int(value)
+
+        return await self._call("add", run())
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()
+
+
+def _decode(value: bytes) -> Claim:
+    if value[:1] == b"d":
+        return Claim(ClaimStatus.DONE, bytes(value[1:]))
+    return RUNNING

@@ -1,0 +1,93 @@
+"""The Store protocol: atomic claims with a lease, stored outcomes, deadlines, counters."""
+
+# Design: one small async contract, shaped by what the round engine needs for exactly-once.
+# `claim` is the only atomic step: a key is absent (the caller now holds it for `lease`
+# seconds: NEW), held under a live lease (RUNNING), or finished (DONE, with its outcome bytes).
+# A lapsed lease counts as absent, so a process that died holding a claim frees it by itself.
+# Deadlines are absolute epoch seconds (the flow deadline); past it an entry is gone. Every
+# call is bounded by the store's timeout and raises StoreUnavailable instead of hanging: the
+# server fails closed (-32603, reason logged) rather than run anything twice.
+from __future__ import annotations
+
+import enum
+from typing import Protocol
+
+from mrtr.errors import InternalError
+
+__all__ = ["Claim", "ClaimStatus", "Store", "StoreUnavailable"]
+
+
+class ClaimStatus(enum.Enum):
+    NEW = "new"  # the caller holds the claim: run, then complete or release
+    RUNNING = "running"  # another caller holds a live lease
+    DONE = "done"  # finished: `outcome` holds what complete() stored
+
+
+class Claim:
+    """What `Store.claim` found: a status and, when DONE, the stored outcome."""
+
+    __slots__ = ("outcome", "status")
+
+    def __init__(self, status: ClaimStatus, outcome: bytes | None = None) -> None:
+        self.status = status
+        self.outcome = outcome
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Claim) and self.status is other.status
+                and self.outcome == other.outcome)
+
+    def __hash__(self) -> int:
+        return hash((self.status, self.outcome))
+
+    def __repr__(self) -> str:
+        return f"Claim({self.status.value}, {self.outcome!r})"
+
+
+NEW = Claim(ClaimStatus.NEW)
+RUNNING = Claim(ClaimStatus.RUNNING)
+
+
+class StoreUnavailable(InternalError):
+    """The store did not answer in time or failed: sent as the frozen -32603, reason logged."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"StoreUnavailable({self.reason!r})"
+
+
+class Store(Protocol):
+    """Shared state for exactly-once rounds and `ctx.once`; any call may raise StoreUnavailable."""
+
+    async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
+        """Atomically claim `key` for `lease` seconds unless it is held or done.
+
+        `expires` (epoch seconds) bounds the entry's life, whatever happens next.
+        """
+        ...
+
+    async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
+        """Store `outcome` for `key` (DONE) until `expires`."""
+        ...
+
+    async def renew(self, key: str, *, lease: float) -> bool:
+        """Extend a RUNNING claim to `lease` seconds from now; False when it is not running."""
+        ...
+
+    async def release(self, key: str) -> None:
+        """Drop a RUNNING claim (the work failed and may run again); a DONE entry stays."""
+        ...
+
+    async def get(self, key: str) -> Claim | None:
+        """The entry for `key` (RUNNING or DONE), None when absent, lapsed or expired."""
+        ...
+
+    async def add(self, key: str, amount: int, *, expires: float) -> int:
+        """Atomically add `amount` to the counter `key` (absent: 0); returns the new value."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and threads."""
+        ...

@@ -1,0 +1,286 @@
+"""Exactly-once rounds and `ctx.once` with a store: replays get the stored outcome (#13)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mrtr import Context, Server
+from mrtr.errors import InvalidParams
+from mrtr.protocol import PROTOCOL_VERSION, InputRequiredResult
+from mrtr.server import Dispatcher, Peer, Sealer
+from mrtr.stores import MemoryStore, RedisStore, SQLiteStore, Store
+from mrtr.testing import ALL_CAPABILITIES, Clock, TestClient
+from tests.stores.conftest import free_port
+
+KEY = b"k" * 32
+PEER = Peer(principal=None, transport="memory")
+
+
+class Till:
+    """Counts what the paying tool does, the way a payment provider would."""
+
+    def __init__(self) -> None:
+        self.runs = 0  # handler invocations, any round
+        self.charges = 0
+        self.fail_next = False
+
+
+def paying_server(till: Till, *, slow: float = 0.0) -> Server:
+    app = Server("shop", version="1")
+
+    @app.tool()
+    async def pay(ctx: Context, amount: int) -> str:
+        till.runs += 1
+        if not await ctx.confirm(f"Pay {amount}?", key="ok"):
+            return "not paid"
+        note = await ctx.elicit_fields({"note": ("Note?", {"type": "string"})}) if amount > 100 \
+            else {"note": ""}
+
+        async def charge() -> str:
+            await asyncio.sleep(slow)
+            till.charges += 1
+            return f"CH-{till.charges}"
+
+        receipt = await ctx.once("charge", charge)
+        if till.fail_next:  # the round fails after the charge: a crash the client retries
+            till.fail_next = False
+            raise InvalidParams("try again")
+        return f"paid {amount} {receipt} {note['note']}"
+
+    return app
+
+
+def message(request_id: int, params: dict[str, Any]) -> bytes:
+    meta = {"io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": ALL_CAPABILITIES}
+    return msgspec.json.encode({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                                "params": {"name": "pay", **params, "_meta": meta}})
+
+
+def final_round(client: TestClient, amount: int = 5) -> dict[str, Any]:
+    """The params of the last request of a completed `pay` flow."""
+    answers = {"ok": True, "args:note": {"note": "x"}}
+    flow = client.call_tool("pay", {"amount": amount}, answers=answers)
+    assert flow.text.startswith(f"paid {amount}")
+    return {"arguments": {"amount": amount}, **flow.requests[-1]}
+
+
+def test_13_replaying_the_final_round_runs_the_handler_once_with_identical_bytes() -> None:
+    till, clock = Till(), Clock()
+    with TestClient(paying_server(till), clock=clock, store=MemoryStore(clock=clock)) as client:
+        params = final_round(client)
+        runs = till.runs
+        bodies = [client._runner.run(client.dispatcher.handle_bytes(message(7, params), PEER))
+                  for _ in range(3)]
+    assert till.charges == 1 and till.runs == runs
+    assert len({reply.body for reply in bodies if reply is not None}) == 1
+    assert b'"paid 5 CH-1 "' in bodies[0].body  # type: ignore[union-attr]
+
+
+def test_13_replaying_an_input_required_round_returns_the_same_state() -> None:
+    till, clock = Till(), Clock()
+    with TestClient(paying_server(till), clock=clock, store=MemoryStore(clock=clock)) as client:
+        answers = {"ok": True, "args:note": {"note": "n"}}
+        flow = client.call_tool("pay", {"amount": 500}, answers=answers)
+        assert flow.rounds == 3
+        runs = till.runs
+        again = client.send("tools/call", {"name": "pay", **flow.requests[1]})
+    assert again["result"] == flow.replies[1]["result"]
+    assert till.runs == runs
+
+
+def test_13_replay_with_other_answers_is_rejected_and_the_handler_never_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    till, clock = Till(), Clock()
+    with TestClient(paying_server(till), clock=clock, store=MemoryStore(clock=clock)) as client:
+        params = final_round(client, amount=500)
+        runs = till.runs
+        params["inputResponses"] = {"args:note": {"action": "accept", "content": {"note": "other"}}}
+        with caplog.at_level(logging.WARNING, logger="mrtr.server"):
+            reply = client.send("tools/call", {"name": "pay", **params})
+    assert reply["error"] == {"code": -32602, "message": "Invalid or expired requestState"}
+    assert till.runs == runs and till.charges == 1
+    assert "other answers" in caplog.text
+
+
+def test_13_concurrent_duplicates_run_once_and_all_get_the_outcome() -> None:
+    till, clock = Till(), Clock()
+    with TestClient(paying_server(till, slow=0.05), clock=clock,
+                    store=MemoryStore(clock=clock)) as client:
+        first = client.send("tools/call", {"name": "pay", "arguments": {"amount": 5}})
+        params = {"arguments": {"amount": 5}, "requestState": first["result"]["requestState"],
+                  "inputResponses": {"ok": {"action": "accept", "content": {"confirm": True}}}}
+        runs = till.runs
+
+        async def burst() -> list[bytes]:
+            replies = await asyncio.gather(*(
+                client.dispatcher.handle_bytes(message(9, params), PEER) for _ in range(6)))
+            return [r.body for r in replies if r is not None]
+
+        bodies = client._runner.run(burst())
+    assert len(bodies) == 6 and len(set(bodies)) == 1, bodies
+    assert till.charges == 1 and till.runs == runs + 1
+
+
+def test_13_once_runs_once_per_flow_when_the_round_is_retried_after_a_failure() -> None:
+    till, clock = Till(), Clock()
+    with TestClient(paying_server(till), clock=clock, store=MemoryStore(clock=clock)) as client:
+        first = client.send("tools/call", {"name": "pay", "arguments": {"amount": 5}})
+        params = {"name": "pay", "arguments": {"amount": 5},
+                  "requestState": first["result"]["requestState"],
+                  "inputResponses": {"ok": {"action": "accept", "content": {"confirm": True}}}}
+        till.fail_next = True
+        failed = client.send("tools/call", params)
+        retried = client.send("tools/call", params)
+    assert failed["error"]["code"] == -32602
+    assert retried["result"]["content"][0]["text"] == "paid 5 CH-1 "
+    assert till.charges == 1
+
+
+def test_13_two_processes_sharing_a_sqlite_store_run_a_replayed_round_once(
+    tmp_path: Path,
+) -> None:
+    till = Till()
+    app = paying_server(till)
+    sealer = Sealer(keys=[KEY], audience="shop")
+    stores: list[Store] = [SQLiteStore(tmp_path / "s.db"), SQLiteStore(tmp_path / "s.db")]
+    one, two = (Dispatcher(app, sealer=sealer, store=s) for s in stores)
+
+    async def main() -> list[bytes]:
+        first = msgspec.json.decode((await one.handle_bytes(message(1, {"arguments": {
+            "amount": 5}}), PEER)).body)  # type: ignore[union-attr]
+        params = {"arguments": {"amount": 5},
+                  "requestState": first["result"]["requestState"],
+                  "inputResponses": {"ok": {"action": "accept", "content": {"confirm": True}}}}
+        bodies = []
+        for dispatcher in (one, two, one, two):
+            reply = await dispatcher.handle_bytes(message(2, params), PEER)
+            assert reply is not None
+            bodies.append(reply.body)
+        for store in stores:
+            await store.aclose()
+        return bodies
+
+    bodies = asyncio.run(main())
+    assert len(set(bodies)) == 1 and till.charges == 1
+
+
+def test_13_an_unreachable_store_fails_closed_with_a_frozen_internal_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    till, clock = Till(), Clock()
+    store = RedisStore(f"redis://127.0.0.1:{free_port()}/0", timeout=0.3)
+    with TestClient(paying_server(till), clock=clock, store=store) as client:
+        first = client.send("tools/call", {"name": "pay", "arguments": {"amount": 5}})
+        runs = till.runs
+        with caplog.at_level(logging.ERROR, logger="mrtr.server"):
+            reply = client.send("tools/call", {
+                "name": "pay", "arguments": {"amount": 5},
+                "requestState": first["result"]["requestState"],
+                "inputResponses": {"ok": {"action": "accept", "content": {"confirm": True}}}})
+        client._runner.run(store.aclose())
+    assert reply["error"] == {"code": -32603, "message": "Internal error"}
+    assert till.runs == runs and till.charges == 0
+    assert "store unavailable" in caplog.text
+
+
+def test_13_without_a_store_rounds_stay_replayable_as_before() -> None:
+    till = Till()
+    with TestClient(paying_server(till)) as client:
+        params = final_round(client)
+        client.send("tools/call", {"name": "pay", **params})
+    assert till.charges == 2  # documented: without a store a replay runs again
+
+
+def test_13_prompts_and_resources_replay_their_stored_result() -> None:
+    app = Server("docs", version="1")
+    runs: list[str] = []
+
+    @app.prompt()
+    async def brief(ctx: Context, audience: str) -> str:
+        runs.append("prompt")
+        ok = await ctx.confirm("Go?", key="ok")
+        return f"Brief {audience} ({ok})"
+
+    @app.resource("mem://notes/{day}")
+    async def notes(ctx: Context, day: str) -> str:
+        runs.append("resource")
+        ok = await ctx.confirm("Go?", key="ok")
+        return f"{day}: {ok}"
+
+    clock = Clock()
+    with TestClient(app, clock=clock, store=MemoryStore(clock=clock)) as client:
+        prompt = client.get_prompt("brief", {"audience": "ops"}, answers={"ok": True})
+        resource = client.read_resource("mem://notes/mon", answers={"ok": True})
+        count = len(runs)
+        again = [client.send("prompts/get", prompt.requests[-1]),
+                 client.send("resources/read", resource.requests[-1])]
+    assert [reply["result"] for reply in again] == [prompt.result, resource.result]
+    assert len(runs) == count == 4
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.text(max_size=8)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                max_size=3),
+    max_leaves=10)
+
+
+@settings(max_examples=40, deadline=None)
+@given(value=JSON_VALUES)
+def test_13_a_replay_is_byte_identical_whatever_the_result_holds(value: object) -> None:
+    app = Server("echo", version="1")
+
+    @app.tool()
+    async def echo(ctx: Context) -> dict[str, object]:
+        await ctx.confirm("Go?", key="ok")
+        return {"value": value}
+
+    clock = Clock()
+    with TestClient(app, clock=clock, store=MemoryStore(clock=clock)) as client:
+        first = client.send("tools/call", {"name": "echo"})
+        params = {"name": "echo", "requestState": first["result"]["requestState"],
+                  "inputResponses": {"ok": {"action": "accept", "content": {"confirm": True}}}}
+        bodies = [client._runner.run(client.dispatcher.handle_bytes(_raw(params), PEER))
+                  for _ in range(2)]
+    assert bodies[0] is not None and bodies[1] is not None
+    assert bodies[0].body == bodies[1].body
+
+
+def _raw(params: dict[str, Any]) -> bytes:
+    meta = {"io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": ALL_CAPABILITIES}
+    return msgspec.json.encode({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                                "params": {**params, "_meta": meta}})
+
+
+def test_13_a_round_running_longer_than_its_lease_still_runs_once() -> None:
+    from mrtr.server._ledger import Ledger
+
+    ledger = Ledger(MemoryStore(), logging.getLogger("test"), lease=0.1, wait=5)
+    runs: list[int] = []
+
+    async def work() -> Any:
+        runs.append(1)
+        await asyncio.sleep(0.5)  # five leases: renewals keep the claim
+        return InputRequiredResult(request_state="s")
+
+    async def main() -> list[Any]:
+        first = asyncio.ensure_future(ledger.redeem("r1", {}, time.time() + 60, Any, work))
+        await asyncio.sleep(0.3)
+        second = await ledger.redeem("r1", {}, time.time() + 60, Any, work)
+        return [await first, second]
+
+    first, second = asyncio.run(main())
+    assert runs == [1] and first == second

@@ -1,0 +1,62 @@
+"""A real redis-server on a free 127.0.0.1 port for the store tests, stopped by its PID."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REDIS_SERVER = shutil.which("redis-server") or next(
+    (p for p in ("/usr/bin/redis-server", "/usr/sbin/redis-server") if Path(p).is_file()), None)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Start redis-server (no persistence) and wait until it accepts connections."""
+    assert REDIS_SERVER is not None
+    port = free_port()
+    with (tmp / "redis.log").open("wb") as log:
+        process = subprocess.Popen(
+            [REDIS_SERVER, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+             "--appendonly", "no", "--dir", str(tmp)],
+            stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock:
+                sock.sendall(b"PING\r\n")
+                if sock.recv(16).startswith(b"+PONG"):
+                    return process, f"redis://127.0.0.1:{port}/0"
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"redis-server did not start: {(tmp / 'redis.log').read_text()}")
+
+
+def stop_redis(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run does)")
+    process, url = start_redis(tmp_path_factory.mktemp("redis"))
+    yield url
+    stop_redis(process)

@@ -1,0 +1,249 @@
+"""One contract for every Store: Memory, SQLite and a real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mrtr.stores import (
+    Claim,
+    ClaimStatus,
+    MemoryStore,
+    RedisStore,
+    SQLiteStore,
+    Store,
+    StoreUnavailable,
+)
+
+T = TypeVar("T")
+Factory = Callable[[], Store]
+_names = itertools.count()
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
+    """A factory of stores that all see the same data (one dict, one file, one Redis)."""
+    if request.param == "memory":
+        shared = MemoryStore()
+        yield lambda: shared
+    elif request.param == "sqlite":
+        path = tmp_path / "store.db"
+        yield lambda: SQLiteStore(path)
+    else:
+        url = request.getfixturevalue("redis_url")
+        prefix = f"t{next(_names)}-{time.time_ns()}:"
+        yield lambda: RedisStore(url, prefix=prefix)
+
+
+def run(make: Factory, body: Callable[[Store], Awaitable[T]]) -> T:
+    async def main() -> T:
+        store = make()
+        try:
+            return await body(store)
+        finally:
+            await store.aclose()
+
+    return asyncio.run(main())
+
+
+def later(seconds: float = 60.0) -> float:
+    return time.time() + seconds
+
+
+def test_claim_is_new_then_running_then_done(make_store: Factory) -> None:
+    async def body(store: Store) -> list[Claim | None]:
+        seen: list[Claim | None] = [await store.get("k")]
+        seen.append(await store.claim("k", lease=30, expires=later()))
+        seen.append(await store.claim("k", lease=30, expires=later()))
+        seen.append(await store.get("k"))
+        await store.complete("k", b"outcome", expires=later())
+        seen.append(await store.claim("k", lease=30, expires=later()))
+        seen.append(await store.get("k"))
+        return seen
+
+    assert run(make_store, body) == [
+        None,
+        Claim(ClaimStatus.NEW),
+        Claim(ClaimStatus.RUNNING),
+        Claim(ClaimStatus.RUNNING),
+        Claim(ClaimStatus.DONE, b"outcome"),
+        Claim(ClaimStatus.DONE, b"outcome"),
+    ]
+
+
+def test_release_frees_a_claim_but_never_a_done_entry(make_store: Factory) -> None:
+    async def body(store: Store) -> list[ClaimStatus]:
+        await store.claim("a", lease=30, expires=later())
+        await store.release("a")
+        first = await store.claim("a", lease=30, expires=later())
+        await store.complete("b", b"x", expires=later())
+        await store.release("b")
+        second = await store.claim("b", lease=30, expires=later())
+        return [first.status, second.status]
+
+    assert run(make_store, body) == [ClaimStatus.NEW, ClaimStatus.DONE]
+
+
+def test_a_lapsed_lease_frees_the_claim(make_store: Factory) -> None:
+    async def body(store: Store) -> list[ClaimStatus]:
+        await store.claim("k", lease=0.05, expires=later())
+        await asyncio.sleep(0.2)
+        return [(await store.claim("k", lease=30, expires=later())).status,
+                (await store.claim("k", lease=30, expires=later())).status]
+
+    assert run(make_store, body) == [ClaimStatus.NEW, ClaimStatus.RUNNING]
+
+
+def test_entries_expire_at_their_deadline(make_store: Factory) -> None:
+    async def body(store: Store) -> list[object]:
+        await store.complete("k", b"x", expires=later(0.1))
+        await store.add("n", 3, expires=later(0.1))
+        before = await store.get("k")
+        await asyncio.sleep(0.3)
+        return [before, await store.get("k"), await store.add("n", 1, expires=later()),
+                (await store.claim("k", lease=30, expires=later())).status]
+
+    assert run(make_store, body) == [Claim(ClaimStatus.DONE, b"x"), None, 1, ClaimStatus.NEW]
+
+
+def test_counters_add_atomically(make_store: Factory) -> None:
+    async def body(store: Store) -> tuple[list[int], int]:
+        values = await asyncio.gather(*(store.add("c", 1, expires=later()) for _ in range(20)))
+        return sorted(values), await store.add("c", 0, expires=later())
+
+    assert run(make_store, body) == (list(range(1, 21)), 20)
+
+
+def test_concurrent_claims_from_separate_clients_have_one_winner(make_store: Factory) -> None:
+    async def body(_: Store) -> list[ClaimStatus]:
+        stores = [make_store() for _ in range(8)]
+        try:
+            claims = await asyncio.gather(
+                *(s.claim("race", lease=30, expires=later()) for s in stores))
+        finally:
+            for s in stores:
+                await s.aclose()
+        return sorted(c.status.value for c in claims)  # type: ignore[misc]
+
+    assert run(make_store, body) == ["new"] + ["running"] * 7
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(outcome=st.binary(max_size=2048), key=st.text(min_size=1, max_size=40))
+def test_outcomes_round_trip_byte_for_byte(make_store: Factory, outcome: bytes, key: str) -> None:
+    async def body(store: Store) -> Claim | None:
+        await store.claim(key, lease=30, expires=later())
+        await store.complete(key, outcome, expires=later())
+        return await store.get(key)
+
+    assert run(make_store, body) == Claim(ClaimStatus.DONE, outcome)
+
+
+def test_sqlite_claims_are_exclusive_across_processes(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "store.db"
+    script = (
+        "import asyncio, sys, time\n"
+        "from mrtr.stores import SQLiteStore\n"
+        "async def main():\n"
+        "    s = SQLiteStore(sys.argv[1])\n"
+        "    wins = [k for k in range(40) if (await s.claim(str(k), lease=30,"
+        " expires=time.time()+60)).status.value == 'new']\n"
+        "    await s.aclose(); print(','.join(map(str, wins)))\n"
+        "asyncio.run(main())\n")
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE)
+             for _ in range(3)]
+    wins = [w for p in procs for w in p.communicate(timeout=60)[0].decode().strip().split(",")
+            if w]
+    assert sorted(wins, key=int) == [str(k) for k in range(40)]
+
+
+def test_unreachable_redis_is_store_unavailable_quickly() -> None:
+    from tests.stores.conftest import free_port
+
+    async def body() -> None:
+        store = RedisStore(f"redis://127.0.0.1:{free_port()}/0", timeout=0.5)
+        try:
+            await store.claim("k", lease=1, expires=later())
+        finally:
+            await store.aclose()
+
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable) as caught:
+        asyncio.run(body())
+    assert time.monotonic() - started < 3
+    assert caught.value.code == -32603 and caught.value.message == "Internal error"
+    assert "redis claim" in caught.value.reason
+
+
+def test_unwritable_sqlite_is_store_unavailable(tmp_path: Path) -> None:
+    async def body() -> None:
+        store = SQLiteStore(tmp_path / "missing" / "store.db")
+        try:
+            await store.claim("k", lease=1, expires=later())
+        finally:
+            await store.aclose()
+
+    with pytest.raises(StoreUnavailable, match="Internal error"):
+        asyncio.run(body())
+
+
+def test_memory_cleanup_is_bounded_and_drops_expired_entries() -> None:
+    now = [1000.0]
+    store = MemoryStore(clock=lambda: now[0])
+
+    async def body() -> tuple[int, int]:
+        for k in range(200):
+            await store.complete(f"old{k}", b"x", expires=1001.0)
+        now[0] = 2000.0
+        await store.complete("new0", b"x", expires=3000.0)  # one call: at most 64 dropped
+        bounded = len(store)
+        for k in range(1, 5):
+            await store.complete(f"new{k}", b"x", expires=3000.0)
+        return bounded, len(store)
+
+    assert asyncio.run(body()) == (201 - 64, 5)
+
+
+def test_sqlite_sweeps_expired_rows(tmp_path: Path) -> None:
+    import sqlite3
+
+    now = [1000.0]
+    store = SQLiteStore(tmp_path / "s.db", clock=lambda: now[0], sweep_every=0.0)
+
+    async def body() -> None:
+        for k in range(10):
+            await store.complete(f"old{k}", b"x", expires=1001.0)
+        now[0] = 2000.0
+        await store.complete("new", b"x", expires=3000.0)
+        await store.aclose()
+
+    asyncio.run(body())
+    rows = sqlite3.connect(tmp_path / "s.db").execute("SELECT key FROM mrtr_entries").fetchall()
+    assert rows == [("new",)]
+
+
+def test_renew_keeps_a_running_claim_alive_and_only_a_running_one(make_store: Factory) -> None:
+    async def body(store: Store) -> list[object]:
+        await store.claim("k", lease=0.15, expires=later())
+        renewed = []
+        for _ in range(4):  # 0.4 s in all: well past the first lease
+            await asyncio.sleep(0.1)
+            renewed.append(await store.renew("k", lease=0.15))
+        held = (await store.claim("k", lease=30, expires=later())).status
+        await store.complete("d", b"x", expires=later())
+        return [renewed, held, await store.renew("d", lease=1), await store.renew("absent",
+                                                                                   lease=1)]
+
+    assert run(make_store, body) == [[True] * 4, ClaimStatus.RUNNING, False, False]

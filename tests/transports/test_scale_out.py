@@ -1,0 +1,239 @@
+"""Three `mrtr serve` replicas behind a real nginx round-robin, one Redis, one replica killed (#13).
+
+Every flow is `pay`: round 1 asks for a confirmation, round 2 charges inside `ctx.once` and
+returns a receipt whose number counts the charge's executions. The client re-sends cut rounds
+and then every final round once more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from mrtr.server import generate_key
+from tests.stores.conftest import REDIS_SERVER, start_redis, stop_redis
+from tests.transports.conftest import call, cli_env, free_port, post_args, spawn_cli, stop
+from tests.transports.conftest import wait_ready as wait_serving
+from tests.transports.test_nginx import NGINX
+
+FLOWS = 1000
+CONCURRENCY = 24
+KILL_AFTER = 300  # completed flows before one replica is SIGKILLed
+CONFIRM = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+
+CONFIG = """
+daemon off;
+master_process off;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log error;
+events {{ worker_connections 512; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    upstream mrtr {{
+{servers}
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://mrtr;
+            proxy_http_version 1.1;
+            proxy_set_header Host $http_host;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_read_timeout 120s;
+            proxy_next_upstream error timeout;
+            proxy_next_upstream_tries 3;
+        }}
+    }}
+}}
+"""
+
+
+class Replicas:
+    """`mrtr serve` processes on fixed ports, sharing keys and a store through the environment."""
+
+    def __init__(self, tmp: Path, env: dict[str, str], count: int) -> None:
+        self.tmp = tmp
+        self.env = env
+        self.ports = [free_port() for _ in range(count)]
+        self.processes: list[subprocess.Popen[bytes]] = []
+        for index in range(count):
+            self.processes.append(self.start(index))
+
+    def start(self, index: int) -> subprocess.Popen[bytes]:
+        with (self.tmp / f"replica{index}.log").open("ab") as log:
+            return spawn_cli("serve", "examples.payments:app", "--port", str(self.ports[index]),
+                             "--log-level", "warning", stdout=subprocess.DEVNULL, stderr=log,
+                             env=self.env)
+
+    def url(self, index: int) -> str:
+        return f"http://127.0.0.1:{self.ports[index]}/mcp"
+
+    def kill_and_restart(self, index: int) -> None:
+        os.kill(self.processes[index].pid, signal.SIGKILL)
+        self.processes[index].wait(10)
+        self.processes[index] = self.start(index)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            stop(process)
+
+
+def start_proxy(tmp: Path, port: int, upstreams: list[int]) -> subprocess.Popen[bytes]:
+    assert NGINX is not None
+    servers = "\n".join(f"        server 127.0.0.1:{p};" for p in upstreams)
+    (tmp / "nginx.conf").write_text(CONFIG.format(tmp=tmp, port=port, servers=servers))
+    with (tmp / "nginx.stderr").open("wb") as err:
+        process = subprocess.Popen(
+            [NGINX, "-p", str(tmp), "-c", str(tmp / "nginx.conf"), "-e", str(tmp / "error.log")],
+            stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        assert process.poll() is None, (tmp / "nginx.stderr").read_text()
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process
+        except OSError:
+            time.sleep(0.05)
+    stop(process)
+    raise AssertionError("nginx did not start listening")
+
+
+class Run:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.done = 0
+        self.retries = 0
+        self.cut_final: set[int] = set()  # flows whose final round had to be re-sent
+        self.receipts: dict[int, str] = {}
+        self.mismatches: list[int] = []
+
+    async def post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> tuple[bytes, bool]:
+        """POST until a JSON-RPC result comes back (a cut round is re-sent as it was).
+
+        Returns the reply and whether the round had to be re-sent.
+        """
+        for attempt in range(60):
+            try:
+                response = await client.post(self.url, **post_args(body))
+                if response.status_code == 200 and b'"result"' in response.content:
+                    return response.content, attempt > 0
+            except httpx.TransportError:
+                pass
+            self.retries += 1
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"round never answered: {body}")
+
+    async def flow(self, client: httpx.AsyncClient, n: int) -> None:
+        args = {"invoice": f"F{n}", "amount": n % 90 + 10}
+        first = msgspec.json.decode((await self.post(client, call("pay", args, id=n)))[0])
+        final = call("pay", args, id=n, requestState=first["result"]["requestState"],
+                     inputResponses=CONFIRM)
+        reply, cut = await self.post(client, final)
+        if cut:
+            self.cut_final.add(n)
+        again, _ = await self.post(client, final)
+        if again != reply:
+            self.mismatches.append(n)
+        self.receipts[n] = msgspec.json.decode(reply)["result"]["content"][0]["text"]
+        self.done += 1
+
+
+async def drive(run: Run, kill: Callable[[], None]) -> None:
+    queue = list(range(FLOWS))
+    limits = httpx.Limits(max_connections=CONCURRENCY)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        async def worker() -> None:
+            while queue:
+                await run.flow(client, queue.pop())
+
+        async def killer() -> None:
+            while run.done < KILL_AFTER:
+                await asyncio.sleep(0.05)
+            await asyncio.to_thread(kill)
+
+        await asyncio.gather(killer(), *(worker() for _ in range(CONCURRENCY)))
+
+
+def check(run: Run, elapsed: float) -> None:
+    executions = {n: int(text.rsplit("-", 1)[1].rstrip(".")) for n, text in run.receipts.items()}
+    doubled = sorted(n for n, count in executions.items() if count > 1)
+    print(f"{FLOWS} flows in {elapsed:.1f}s, {run.retries} re-sent rounds, "
+          f"{len(run.cut_final)} cut final rounds, charges run twice: {doubled}")
+    assert len(run.receipts) == FLOWS  # 0 flows lost
+    assert run.mismatches == []  # every re-sent final round: the identical reply
+    # Exactly once, except a crash inside ctx.once's fn (documented at-least-once): only a
+    # flow whose final round the kill cut may have run its charge a second time.
+    assert set(doubled) <= run.cut_final
+    assert all(executions[n] <= 2 for n in run.cut_final)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(NGINX is None, reason="nginx is not installed (apt-get install nginx)")
+@pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
+def test_13_scale_out_behind_nginx_with_a_replica_killed(tmp_path: Path) -> None:
+    redis, redis_url = start_redis(tmp_path)
+    env = {**cli_env(), "MRTR_STATE_KEYS": generate_key(), "MRTR_STORE": redis_url}
+    replicas = Replicas(tmp_path, env, 3)
+    proxy: subprocess.Popen[bytes] | None = None
+    try:
+        for index, process in enumerate(replicas.processes):
+            wait_serving(replicas.url(index), process)
+        port = free_port()
+        proxy = start_proxy(tmp_path, port, replicas.ports)
+        run = Run(f"http://127.0.0.1:{port}/mcp")
+        started = time.monotonic()
+        asyncio.run(asyncio.wait_for(drive(run, lambda: replicas.kill_and_restart(1)), 420))
+        check(run, time.monotonic() - started)
+    except AssertionError:
+        for log in sorted(tmp_path.glob("replica*.log")):
+            print(log.name, log.read_text()[-3000:])
+        raise
+    finally:
+        if proxy is not None:
+            stop(proxy)
+        replicas.stop()
+        stop_redis(redis)
+
+
+@pytest.mark.slow
+def test_13_workers_with_the_default_sqlite_store_and_a_worker_killed(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        process = spawn_cli("serve", "examples.payments:app", "--port", str(port), "--workers",
+                            "3", "--debug-worker-header", "--log-level", "warning",
+                            stdout=subprocess.DEVNULL, stderr=log, env=cli_env())
+
+    def kill_a_worker() -> None:  # the supervisor starts a new one in its place
+        pid = httpx.post(url, timeout=10, **post_args(call("charges", {"invoice": "x"})))
+        os.kill(int(pid.headers["mcp-debug-worker"]), signal.SIGKILL)
+
+    try:
+        wait_serving(url, process)
+        run = Run(url)
+        started = time.monotonic()
+        asyncio.run(asyncio.wait_for(drive(run, kill_a_worker), 420))
+        check(run, time.monotonic() - started)
+    except AssertionError:
+        print(log_path.read_text()[-3000:])
+        raise
+    finally:
+        stop(process)
