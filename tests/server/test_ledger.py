@@ -284,3 +284,40 @@ def test_13_a_round_running_longer_than_its_lease_still_runs_once() -> None:
 
     first, second = asyncio.run(main())
     assert runs == [1] and first == second
+
+
+def test_13_a_first_round_that_finishes_costs_no_flow_id_or_deadline_with_a_store() -> None:
+    # Round 1 has nothing to redeem: with a store it must cost what it costs without one. The
+    # flow id and deadline are fixed only when `once` or a suspension needs them.
+    ticks: list[float] = []
+
+    def clock() -> float:
+        ticks.append(time.time())
+        return ticks[-1]
+
+    app = Server("plain", version="1")
+
+    @app.tool()
+    async def echo(text: str) -> str:
+        return text
+
+    @app.tool()
+    async def stamp(ctx: Context) -> str:
+        first = await ctx.once("id", lambda: "S-1")
+        await ctx.confirm("Go?", key="go")
+        return str(first)
+
+    store = MemoryStore()
+    dispatcher = Dispatcher(app, sealer=Sealer(keys=[KEY], audience="a", clock=clock),
+                            store=store)
+    body = message(1, {"arguments": {"text": "hi"}}).replace(b'"pay"', b'"echo"')
+    reply = asyncio.run(dispatcher.handle_bytes(body, PEER))
+    assert reply is not None and b'"hi"' in reply.body
+    assert ticks == [] and len(store) == 0
+    # ctx.once on round 1 still keys on the flow id its later rounds carry, until its deadline
+    fake = Clock()
+    store = MemoryStore(clock=fake)
+    with TestClient(app, clock=fake, store=store) as client:
+        flow = client.call_tool("stamp", {}, answers={"go": True})
+        assert flow.text == "S-1"
+        assert any(key.startswith("once:") and key.endswith(":id") for key in store._entries)

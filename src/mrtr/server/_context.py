@@ -77,7 +77,7 @@ class Context:
         settler: Settler,
         sink: NotificationSink | None = None,
         ledger: Ledger | None = None,
-        deadline: float | None = None,
+        flow_deadline: Callable[[], float] | None = None,
     ) -> None:
         self.request_id = request_id
         self.meta = meta
@@ -87,7 +87,7 @@ class Context:
         self._settler = settler
         self._sink = sink
         self._ledger = ledger  # with a store: once runs once per flow across processes
-        self._deadline = deadline
+        self._flow_deadline = flow_deadline  # with a ledger: fixes the flow id and deadline
         self._progress_last: float | None = None
         self._counter = 0
 
@@ -296,8 +296,9 @@ class Context:
         if key in onces:
             stored = onces[key]
             return msgspec.convert(stored, returns) if returns is not None else stored  # type: ignore[no-any-return]
-        if self._ledger is not None and self._deadline is not None:
-            replayed, found = await self._ledger.once(self._flow.flow_id, key, self._deadline, fn)
+        if self._ledger is not None and self._flow_deadline is not None:
+            deadline = self._flow_deadline()  # before flow_id: round 1 assigns it here
+            replayed, found = await self._ledger.once(self._flow.flow_id, key, deadline, fn)
             onces[key] = msgspec.to_builtins(found)
             if replayed and returns is not None:
                 return msgspec.convert(found, returns)  # type: ignore[no-any-return]

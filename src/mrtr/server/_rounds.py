@@ -147,10 +147,7 @@ class Round:
         self._engine = engine
         self.flow = flow
         self._bind = bind
-        if engine.ledger is not None and deadline is None:  # round 1: `once` keys on the flow
-            flow.flow_id = engine.new_flow_id()
-            deadline = engine.flow_deadline()
-        self._deadline = deadline
+        self._deadline = deadline  # None on round 1 until flow_deadline() fixes it
         self._responses: Mapping[str, object] = {}
         self._capabilities: object = None
         self._shapes: dict[str, str] = {}  # key -> shape of every ask settled in this run
@@ -170,13 +167,25 @@ class Round:
         """The Context the handler runs with in this round."""
         self._responses = input_responses
         self._capabilities = meta.client_capabilities
+        ledger = self._engine.ledger
         return Context(request_id=request_id, meta=meta, peer=peer, flow=self.flow,
                        input_responses=input_responses, settler=self, sink=sink,
-                       ledger=self._engine.ledger, deadline=self._deadline)
+                       ledger=ledger, flow_deadline=self.flow_deadline if ledger else None)
 
     @property
     def deadline(self) -> float | None:
-        """The flow's deadline (epoch seconds); None on round 1 without a ledger."""
+        """The flow's deadline (epoch seconds); None on round 1 until flow_deadline()."""
+        return self._deadline
+
+    def flow_deadline(self) -> float:
+        """The flow's deadline; round 1 fixes it (and the flow id `once` keys on) at first use.
+
+        Lazy so that a first round that finishes without `once` or a suspension costs nothing.
+        """
+        if self._deadline is None:
+            if not self.flow.flow_id:
+                self.flow.flow_id = self._engine.new_flow_id()
+            self._deadline = self._engine.flow_deadline()
         return self._deadline
 
     async def run(

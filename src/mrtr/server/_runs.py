@@ -100,10 +100,10 @@ class Runner:
             return await (entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args))
 
         round_, ctx = self._open(request, peer, sink, params.name, arguments)
-        if self._engine.ledger is not None:
+        if self._engine.ledger is not None and round_.flow.round_id:  # round 1: nothing to redeem
             return await self._redeem(round_, request, CallToolResult,
                                       lambda: self._tool_result(entry, round_.run(invoke, ctx)))
-        # The hot path (no store) inlines _tool_result: one coroutine frame fewer per call.
+        # The hot path (no store, or round 1) inlines _tool_result: one coroutine frame fewer.
         try:
             out = await round_.run(invoke, ctx)
         except Exception as exc:
