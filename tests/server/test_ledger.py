@@ -321,3 +321,20 @@ def test_13_a_first_round_that_finishes_costs_no_flow_id_or_deadline_with_a_stor
         flow = client.call_tool("stamp", {}, answers={"go": True})
         assert flow.text == "S-1"
         assert any(key.startswith("once:") and key.endswith(":id") for key in store._entries)
+
+
+def test_13_a_round_finishing_within_a_third_of_its_lease_starts_no_renewal_task() -> None:
+    from mrtr.server._ledger import Ledger
+
+    ledger = Ledger(MemoryStore(), logging.getLogger("test"), lease=30, wait=5)
+    seen: list[int] = []
+
+    async def work() -> Any:
+        seen.append(len(asyncio.all_tasks()))  # only main(): no renewal task beside it
+        return InputRequiredResult(request_state="s")
+
+    async def main() -> Any:
+        return await ledger.redeem("r1", {}, time.time() + 60, Any, work)
+
+    assert asyncio.run(main()) == InputRequiredResult(request_state="s")
+    assert seen == [1]

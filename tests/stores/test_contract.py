@@ -247,3 +247,26 @@ def test_renew_keeps_a_running_claim_alive_and_only_a_running_one(make_store: Fa
                                                                                    lease=1)]
 
     assert run(make_store, body) == [[True] * 4, ClaimStatus.RUNNING, False, False]
+
+
+def test_sqlite_claims_and_completes_a_round_without_an_explicit_transaction(
+    tmp_path: Path,
+) -> None:
+    # The redeem path is one statement per call (each its own transaction, atomic): no
+    # BEGIN IMMEDIATE / SELECT / COMMIT round trips for a first redemption.
+    store = SQLiteStore(tmp_path / "s.db", sweep_every=3600)
+    statements: list[str] = []
+
+    async def body() -> tuple[Claim, Claim]:
+        await store.complete("warm", b"", expires=later())  # opens it, runs the first sweep
+        assert store._db is not None
+        store._db.set_trace_callback(statements.append)
+        claim = await store.claim("round:1", lease=30, expires=later())
+        await store.complete("round:1", b"out", expires=later())
+        again = await store.claim("round:1", lease=30, expires=later())
+        await store.aclose()
+        return claim, again
+
+    claim, again = asyncio.run(body())
+    assert claim == Claim(ClaimStatus.NEW) and again == Claim(ClaimStatus.DONE, b"out")
+    assert len(statements) == 4 and not any("BEGIN" in s for s in statements), statements

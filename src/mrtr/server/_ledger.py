@@ -6,7 +6,8 @@
 # the canonical inputResponses; a later one with the same answers gets the stored outcome, with
 # other answers the frozen InvalidRequestState. A concurrent duplicate waits (bounded) for the
 # first one's outcome. A failure that is not an outcome (a ProtocolError, a crash) releases the
-# claim; a running claim is renewed every lease/3, so only a process that dies holding one
+# claim; a running claim is renewed every lease/3 (from lease/3 on: a timer, not a task, for
+# the many rounds that finish sooner), so only a process that dies holding one
 # lets it lapse (after the lease) for a retry to run. `once` is the same
 # claim per flow and key: exactly once, except a crash inside fn (at-least-once then).
 from __future__ import annotations
@@ -107,7 +108,9 @@ class Ledger:
             delay = min(delay * 2, 0.05)
 
     async def _guarded(self, key: str, run: Callable[[], Awaitable[Any]]) -> Any:
-        keeper = asyncio.create_task(self._keep(key))
+        # Most rounds finish well inside lease/3: a timer, not a task, until one does not.
+        keeper = _Keeper(self, key)
+        timer = asyncio.get_running_loop().call_later(self._lease / 3, keeper.start)
         try:
             return await run()
         except BaseException:
@@ -117,17 +120,19 @@ class Ledger:
                 self._log.warning("could not release %s (its lease will): %r", key, exc)
             raise
         finally:
-            keeper.cancel()
+            timer.cancel()
+            keeper.stop()
 
     async def _keep(self, key: str) -> None:
-        """Renew the claim on `key` while its work runs: only a dead process lets it lapse."""
+        """Renew the claim on `key` every lease/3 while its work runs: only a dead process lets
+        it lapse. Started lease/3 after the claim."""
         while True:
-            await asyncio.sleep(self._lease / 3)
             try:
                 if not await self.store.renew(key, lease=self._lease):
                     return
             except StoreUnavailable as exc:
                 self._log.warning("could not renew the claim on %s: %s", key, exc.reason)
+            await asyncio.sleep(self._lease / 3)
 
     async def _complete(self, key: str, outcome: bytes, deadline: float) -> None:
         try:
@@ -144,3 +149,21 @@ class Ledger:
         if tag == _INPUT:
             return msgspec.json.decode(body, type=InputRequiredResult)
         return msgspec.json.decode(body, type=kind, dec_hook=resolve_contents)
+
+
+class _Keeper:
+    """Starts (from a timer) and stops the task renewing one claim."""
+
+    __slots__ = ("key", "ledger", "task")
+
+    def __init__(self, ledger: Ledger, key: str) -> None:
+        self.ledger = ledger
+        self.key = key
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self.ledger._keep(self.key))
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()

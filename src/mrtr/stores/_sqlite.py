@@ -1,10 +1,10 @@
 """SQLiteStore: one file shared by every process on one machine (`mrtr serve --workers N`)."""
 
 # Design: stdlib sqlite3 in WAL mode, run on one private thread per store (sqlite3 blocks; the
-# event loop must not). A claim is one BEGIN IMMEDIATE transaction, which takes the database's
-# write lock, so claims are atomic across processes. busy_timeout and asyncio.timeout bound
-# every call; on timeout or any sqlite error the caller gets StoreUnavailable. Expired rows go in
-# bounded batches (_SWEEP rows, at most once per `sweep_every` seconds), on the write path.
+# event loop must not). A claim is one upsert statement (its own transaction, which takes the
+# database's write lock), so claims are atomic across processes; `add` is one BEGIN IMMEDIATE.
+# busy_timeout and asyncio.timeout bound every call; on timeout or any sqlite error the caller
+# gets StoreUnavailable. Expired rows go in bounded batches (_SWEEP rows, at most once per `sweep_every` seconds), on the write path.
 from __future__ import annotations
 
 import asyncio
@@ -27,6 +27,14 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS mrtr_entries_expires ON mrtr_entries (expires)",
 )
 _SELECT = "SELECT outcome, lease_until, expires, count FROM mrtr_entries WHERE key = ?"
+# Claim in one statement (autocommit: atomic across processes): insert, or take over an entry
+# that is absent in the Store's sense (expired, a counter, a lapsed claim). No row changed: the
+# entry is live, and only then is it read (a replay or a duplicate, not the common path).
+_CLAIM = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
+          " VALUES (:key, NULL, :lease, :expires, NULL) ON CONFLICT (key) DO UPDATE SET"
+          " outcome = NULL, lease_until = :lease, expires = :expires, count = NULL"
+          " WHERE NOT (expires > :now AND count IS NULL"
+          " AND (outcome IS NOT NULL OR lease_until > :now))")
 _UPSERT = ("INSERT OR REPLACE INTO mrtr_entries (key, outcome, lease_until, expires, count)"
            " VALUES (?, ?, ?, ?, ?)")
 
@@ -77,32 +85,39 @@ class SQLiteStore:
         db.execute("BEGIN IMMEDIATE")
         try:
             value = step(db, now)
-            if not now < self._next_sweep:
-                self._next_sweep = now + self._sweep_every
-                db.execute("DELETE FROM mrtr_entries WHERE key IN (SELECT key FROM mrtr_entries"
-                           " WHERE expires <= ? LIMIT ?)", (now, _SWEEP))
+            self._sweep(db, now)
         except BaseException:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
         return value
 
+    def _sweep(self, db: sqlite3.Connection, now: float) -> None:
+        if not now < self._next_sweep:
+            self._next_sweep = now + self._sweep_every
+            db.execute("DELETE FROM mrtr_entries WHERE key IN (SELECT key FROM mrtr_entries"
+                       " WHERE expires <= ? LIMIT ?)", (now, _SWEEP))
+
     # -- the Store protocol --------------------------------------------------------------------
     async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
-        def step(db: sqlite3.Connection, now: float) -> Claim:
-            found = _live(db.execute(_SELECT, (key,)).fetchone(), now)
-            if found is not None:
-                return found
-            db.execute(_UPSERT, (key, None, now + lease, expires, None))
-            return NEW
+        def run(db: sqlite3.Connection) -> Claim:
+            now = self._clock()
+            self._sweep(db, now)
+            values = {"key": key, "lease": now + lease, "expires": expires, "now": now}
+            if db.execute(_CLAIM, values).rowcount > 0:
+                return NEW
+            # Live when the upsert ran; a lapse since then reads as absent: report RUNNING so
+            # the caller claims again rather than run unclaimed.
+            return _live(db.execute(_SELECT, (key,)).fetchone(), now) or RUNNING
 
-        return await self._call(lambda db: self._write(db, step))
+        return await self._call(run)
 
     async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
-        def step(db: sqlite3.Connection, now: float) -> None:
+        def run(db: sqlite3.Connection) -> None:  # one statement: atomic without BEGIN
             db.execute(_UPSERT, (key, bytes(outcome), 0.0, expires, None))
+            self._sweep(db, self._clock())
 
-        await self._call(lambda db: self._write(db, step))
+        await self._call(run)
 
     async def renew(self, key: str, *, lease: float) -> bool:
         def run(db: sqlite3.Connection) -> bool:
