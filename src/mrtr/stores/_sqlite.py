@@ -4,7 +4,8 @@
 # event loop must not). A claim is one upsert statement (its own transaction, which takes the
 # database's write lock), so claims are atomic across processes; `add` is one BEGIN IMMEDIATE.
 # busy_timeout and asyncio.timeout bound every call; on timeout or any sqlite error the caller
-# gets StoreUnavailable. Expired rows go in bounded batches (_SWEEP rows, at most once per `sweep_every` seconds), on the write path.
+# gets StoreUnavailable. Expired rows go in bounded batches (_SWEEP rows, at most once per
+# `sweep_every` seconds), on the write path.
 from __future__ import annotations
 
 import asyncio
