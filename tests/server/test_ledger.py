@@ -338,3 +338,22 @@ def test_13_a_round_finishing_within_a_third_of_its_lease_starts_no_renewal_task
 
     assert asyncio.run(main()) == InputRequiredResult(request_state="s")
     assert seen == [1]
+
+
+def test_13_a_full_memory_store_fails_closed_with_a_frozen_internal_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    till, clock = Till(), Clock()
+    store = MemoryStore(clock=clock, max_entries=2)
+    with TestClient(paying_server(till), clock=clock, store=store) as client:
+        final_round(client)  # its round and its `once` fill the store (until the deadline)
+        first = client.send("tools/call", {"name": "pay", "arguments": {"amount": 5}})
+        runs = till.runs
+        with caplog.at_level(logging.ERROR, logger="mrtr.server"):
+            reply = client.send("tools/call", {
+                "name": "pay", "arguments": {"amount": 5},
+                "requestState": first["result"]["requestState"],
+                "inputResponses": {"ok": {"action": "accept", "content": {"confirm": True}}}})
+    assert reply["error"] == {"code": -32603, "message": "Internal error"}
+    assert till.runs == runs and till.charges == 1  # only the first flow's charge
+    assert "memory store full (2 entries)" in caplog.text

@@ -270,3 +270,36 @@ def test_sqlite_claims_and_completes_a_round_without_an_explicit_transaction(
     claim, again = asyncio.run(body())
     assert claim == Claim(ClaimStatus.NEW) and again == Claim(ClaimStatus.DONE, b"out")
     assert len(statements) == 4 and not any("BEGIN" in s for s in statements), statements
+
+
+def test_memory_store_refuses_new_entries_when_full_until_expired_ones_make_room() -> None:
+    now = [1000.0]
+    store = MemoryStore(clock=lambda: now[0], max_entries=3)
+
+    async def body() -> list[object]:
+        seen: list[object] = []
+        for k in range(3):
+            seen.append(await store.claim(f"k{k}", lease=30, expires=1010.0))
+        await store.complete("k0", b"done", expires=1010.0)  # an existing key still completes
+        with pytest.raises(StoreUnavailable) as full:
+            await store.claim("k3", lease=30, expires=1010.0)
+        seen.append(full.value.reason)
+        with pytest.raises(StoreUnavailable):
+            await store.add("n", 1, expires=1010.0)
+        seen.append(len(store))
+        for _ in range(10_000):  # released and re-claimed: the heap stays bounded too
+            await store.release("k1")
+            await store.claim("k1", lease=30, expires=1010.0)
+        seen.append(len(store._heap) <= 2 * 3 + 1)
+        now[0] = 1011.0  # all expired: room again
+        seen.append(await store.claim("k3", lease=30, expires=2000.0))
+        return seen
+
+    seen = asyncio.run(body())
+    assert seen == [Claim(ClaimStatus.NEW)] * 3 + ["memory store full (3 entries)", 3, True,
+                                                    Claim(ClaimStatus.NEW)]
+
+
+def test_memory_store_max_entries_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_entries"):
+        MemoryStore(max_entries=0)

@@ -2,13 +2,16 @@
 
 # Design: a dict plus a heap of (expires, key) so cleanup is bounded: each call drops at most
 # _SWEEP expired entries. Single-threaded asyncio makes every method atomic without a lock.
+# Entries live until their flow deadline (up to an hour), so `max_entries` bounds the memory:
+# when full (after the sweep), a new entry is refused with StoreUnavailable, and the server
+# fails closed (the frozen -32603, reason logged) rather than grow or forget a redeemed round.
 from __future__ import annotations
 
 import heapq
 import time
 from collections.abc import Callable
 
-from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus
+from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus, StoreUnavailable
 
 __all__ = ["MemoryStore"]
 
@@ -26,10 +29,19 @@ class _Entry:
 
 
 class MemoryStore:
-    """A Store in this process's memory; `clock` returns epoch seconds."""
+    """A Store in this process's memory; `clock` returns epoch seconds.
 
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+    At most `max_entries` live entries: past that, calls that would add one raise
+    StoreUnavailable until expired entries make room.
+    """
+
+    def __init__(
+        self, *, clock: Callable[[], float] = time.time, max_entries: int = 100_000
+    ) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be at least 1, not {max_entries}")
         self._clock = clock
+        self.max_entries = max_entries
         self._entries: dict[str, _Entry] = {}
         self._heap: list[tuple[float, str]] = []
 
@@ -42,8 +54,6 @@ class MemoryStore:
         return entry
 
     def _put(self, key: str, entry: _Entry, now: float) -> None:
-        self._entries[key] = entry
-        heapq.heappush(self._heap, (entry.expires, key))
         for _ in range(_SWEEP):
             if not self._heap or now < self._heap[0][0]:
                 break
@@ -51,6 +61,13 @@ class MemoryStore:
             stale = self._entries.get(old)
             if stale is not None and not now < stale.expires:
                 del self._entries[old]
+        if len(self._entries) >= self.max_entries and key not in self._entries:
+            raise StoreUnavailable(f"memory store full ({self.max_entries} entries)")
+        self._entries[key] = entry
+        heapq.heappush(self._heap, (entry.expires, key))
+        if len(self._heap) > 2 * self.max_entries:  # stale items of replaced/released entries
+            self._heap = [(e.expires, k) for k, e in self._entries.items()]
+            heapq.heapify(self._heap)
 
     async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
         now = self._clock()
