@@ -1,10 +1,11 @@
 """SQLiteStore: one file shared by every process on one machine (`mrtr serve --workers N`)."""
 
 # Design: stdlib sqlite3 in WAL mode, run on one private thread per store (sqlite3 blocks; the
-# event loop must not). A claim is one upsert statement (its own transaction, which takes the
-# database's write lock), so claims are atomic across processes; `add` is one BEGIN IMMEDIATE.
-# busy_timeout and asyncio.timeout bound every call; on timeout or any sqlite error the caller
-# gets StoreUnavailable. Expired rows go in bounded batches (_SWEEP rows, at most once per
+# event loop must not), fed by a queue that answers waiting calls in batches (_worker.py). A
+# claim is one upsert statement (its own transaction, which takes the database's write lock), so
+# claims are atomic across processes; `add` is one BEGIN IMMEDIATE transaction. busy_timeout and
+# asyncio.timeout bound every call; on timeout or any sqlite error the caller gets
+# StoreUnavailable. Expired rows go in bounded batches (_SWEEP rows, at most once per
 # `sweep_every` seconds), on the write path.
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ import asyncio
 import sqlite3
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
 from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus, StoreUnavailable
+from mrtr.stores._worker import Worker
 
 __all__ = ["SQLiteStore"]
 
@@ -57,14 +58,13 @@ class SQLiteStore:
         self._clock = clock
         self._next_sweep = 0.0
         self._db: sqlite3.Connection | None = None
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mrtr-sqlite")
+        self._thread = Worker("mrtr-sqlite")
 
     # -- running on the store's thread ---------------------------------------------------------
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self._timeout):  # cheaper than wait_for: no extra task
-                return await loop.run_in_executor(self._thread, self._run, fn)
+                return await self._thread.submit(lambda: self._run(fn))
         except TimeoutError as exc:
             raise StoreUnavailable(f"sqlite {self.path}: no answer in {self._timeout}s") from exc
         except (sqlite3.Error, OSError) as exc:
@@ -160,7 +160,7 @@ class SQLiteStore:
 
         if self._db is not None:
             await self._call(run)
-        self._thread.shutdown(wait=False)
+        self._thread.stop()
 
 
 def _live(row: tuple[bytes | None, float, float, int | None] | None, now: float) -> Claim | None:
