@@ -31,42 +31,45 @@ class Worker:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         if self._thread is None:
-            self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
+            self._thread = threading.Thread(target=_serve, args=(self._jobs,), name=self._name,
+                                            daemon=True)
             self._thread.start()
         self._jobs.put((loop, future, fn))
         return future
 
     def stop(self) -> None:
-        if self._thread is not None:
+        if self._thread is not None:  # the old thread finishes its own queue, then ends
             self._jobs.put(None)
+            self._jobs = queue.SimpleQueue()
             self._thread = None
 
-    def _serve(self) -> None:
+
+def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
+    while True:
+        batch = [jobs.get()]
         while True:
-            batch = [self._jobs.get()]
-            while True:
-                try:
-                    batch.append(self._jobs.get_nowait())
-                except queue.Empty:
-                    break
-            done: dict[asyncio.AbstractEventLoop, list[_Done]] = {}
-            stopping = False
-            for job in batch:
-                if job is None:
-                    stopping = True
-                    continue
-                loop, future, fn = job
-                try:
-                    done.setdefault(loop, []).append((future, fn(), None))
-                except BaseException as exc:  # delivered to the awaiting coroutine
-                    done.setdefault(loop, []).append((future, None, exc))
-            for loop, results in done.items():
-                try:
-                    loop.call_soon_threadsafe(_settle, results)
-                except RuntimeError:  # the loop closed: nobody awaits these any more
-                    pass
-            if stopping:
-                return
+            try:
+                batch.append(jobs.get_nowait())
+            except queue.Empty:
+                break
+        done: dict[asyncio.AbstractEventLoop, list[_Done]] = {}
+        stopping = False
+        for job in batch:
+            if job is None:
+                stopping = True
+                continue
+            loop, future, fn = job
+            try:
+                done.setdefault(loop, []).append((future, fn(), None))
+            except BaseException as exc:  # delivered to the awaiting coroutine
+                done.setdefault(loop, []).append((future, None, exc))
+        for loop, results in done.items():
+            try:
+                loop.call_soon_threadsafe(_settle, results)
+            except RuntimeError:  # the loop closed: nobody awaits these any more
+                pass
+        if stopping:
+            return
 
 
 def _settle(results: list[_Done]) -> None:
