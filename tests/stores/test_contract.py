@@ -303,3 +303,21 @@ def test_memory_store_refuses_new_entries_when_full_until_expired_ones_make_room
 def test_memory_store_max_entries_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_entries"):
         MemoryStore(max_entries=0)
+
+
+def test_sqlite_stores_opening_a_new_file_together_all_answer(tmp_path: Path) -> None:
+    # Switching a new file to WAL takes a lock the busy timeout does not cover: before the
+    # retry, about one race in a hundred failed with "database is locked" (probabilistic test).
+    async def race(path: Path) -> list[object]:
+        stores = [SQLiteStore(path) for _ in range(8)]
+        try:
+            return await asyncio.gather(
+                *(s.claim("race", lease=30, expires=later()) for s in stores),
+                return_exceptions=True)
+        finally:
+            for s in stores:
+                await s.aclose()
+
+    for attempt in range(100):
+        claims = asyncio.run(race(tmp_path / f"s{attempt}.db"))
+        assert sorted(c.status.value for c in claims) == ["new"] + ["running"] * 7, claims  # type: ignore[union-attr]

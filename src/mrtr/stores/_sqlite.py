@@ -74,12 +74,26 @@ class SQLiteStore:
         if self._db is None:
             db = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
                                  check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
+            self._wal(db)
             db.execute("PRAGMA synchronous=NORMAL")
             for statement in _SCHEMA:
                 db.execute(statement)
             self._db = db
         return fn(self._db)
+
+    def _wal(self, db: sqlite3.Connection) -> None:
+        """Switch to WAL; processes opening a new file together may meet its lock, which
+        the busy timeout does not cover for this pragma: retry until the timeout."""
+        give_up = time.monotonic() + self._timeout
+        while True:
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError:
+                if time.monotonic() > give_up:
+                    db.close()
+                    raise
+                time.sleep(0.005)
 
     def _write(self, db: sqlite3.Connection, step: Callable[[sqlite3.Connection, float], T]) -> T:
         now = self._clock()
