@@ -30,7 +30,7 @@ daemon off;
 master_process off;
 pid {tmp}/nginx.pid;
 error_log {tmp}/error.log warn;
-events {{ worker_connections 64; }}
+events {{ worker_connections 512; }}
 http {{
     access_log off;
     client_body_temp_path {tmp}/body;
@@ -38,23 +38,32 @@ http {{
     fastcgi_temp_path {tmp}/fastcgi;
     uwsgi_temp_path {tmp}/uwsgi;
     scgi_temp_path {tmp}/scgi;
+    upstream mrtr {{
+{servers}
+    }}
     server {{
         listen 127.0.0.1:{port};
         location / {{
-            proxy_pass http://127.0.0.1:{upstream};
+            proxy_pass http://mrtr;
             proxy_http_version 1.1;
             proxy_set_header Host $http_host;  # the usual setting: the name the client used
             proxy_set_header Connection "";
             proxy_buffering off;
+{extra}
         }}
     }}
 }}
 """
 
 
-def start_nginx(tmp: Path, port: int, upstream: int) -> subprocess.Popen[bytes]:
+def start_nginx(
+    tmp: Path, port: int, upstreams: list[int], *, extra: str = ""
+) -> subprocess.Popen[bytes]:
+    """nginx on `port`, round-robin over `upstreams`, `extra` directives in its location."""
     assert NGINX is not None
-    (tmp / "nginx.conf").write_text(CONFIG.format(tmp=tmp, port=port, upstream=upstream))
+    servers = "\n".join(f"        server 127.0.0.1:{p};" for p in upstreams)
+    (tmp / "nginx.conf").write_text(
+        CONFIG.format(tmp=tmp, port=port, servers=servers, extra=extra))
     with (tmp / "nginx.stderr").open("wb") as err:
         process = subprocess.Popen(
             [NGINX, "-p", str(tmp), "-c", str(tmp / "nginx.conf"), "-e", str(tmp / "error.log")],
@@ -83,7 +92,7 @@ def test_serve_behind_nginx_without_extra_flags_issue_11(tmp_path: Path) -> None
     proxy: subprocess.Popen[bytes] | None = None
     try:
         wait_ready(f"http://127.0.0.1:{upstream}/mcp", server)
-        proxy = start_nginx(tmp_path, port, upstream)
+        proxy = start_nginx(tmp_path, port, [upstream])
         url = f"http://127.0.0.1:{port}/mcp"
         with httpx.Client(timeout=10) as client:
             def post(body: dict[str, Any], **headers: str) -> httpx.Response:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -25,44 +24,18 @@ from mrtr.server import generate_key
 from tests.stores.conftest import REDIS_SERVER, start_redis, stop_redis
 from tests.transports.conftest import call, cli_env, free_port, post_args, spawn_cli, stop
 from tests.transports.conftest import wait_ready as wait_serving
-from tests.transports.test_nginx import NGINX
+from tests.transports.test_nginx import NGINX, start_nginx
 
 FLOWS = 1000
 CONCURRENCY = 24
 KILL_AFTER = 300  # completed flows before one replica is SIGKILLed
 CONFIRM = {"confirm": {"action": "accept", "content": {"confirm": True}}}
 
-CONFIG = """
-daemon off;
-master_process off;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log error;
-events {{ worker_connections 512; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    upstream mrtr {{
-{servers}
-    }}
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://mrtr;
-            proxy_http_version 1.1;
-            proxy_set_header Host $http_host;
-            proxy_set_header Connection "";
-            proxy_buffering off;
+# Beyond the reverse-proxy test's config: long rounds, and a cut connection retried elsewhere.
+RETRIES = """\
             proxy_read_timeout 120s;
             proxy_next_upstream error timeout;
-            proxy_next_upstream_tries 3;
-        }}
-    }}
-}}
-"""
+            proxy_next_upstream_tries 3;"""
 
 
 class Replicas:
@@ -93,26 +66,6 @@ class Replicas:
     def stop(self) -> None:
         for process in self.processes:
             stop(process)
-
-
-def start_proxy(tmp: Path, port: int, upstreams: list[int]) -> subprocess.Popen[bytes]:
-    assert NGINX is not None
-    servers = "\n".join(f"        server 127.0.0.1:{p};" for p in upstreams)
-    (tmp / "nginx.conf").write_text(CONFIG.format(tmp=tmp, port=port, servers=servers))
-    with (tmp / "nginx.stderr").open("wb") as err:
-        process = subprocess.Popen(
-            [NGINX, "-p", str(tmp), "-c", str(tmp / "nginx.conf"), "-e", str(tmp / "error.log")],
-            stdout=subprocess.DEVNULL, stderr=err)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        assert process.poll() is None, (tmp / "nginx.stderr").read_text()
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return process
-        except OSError:
-            time.sleep(0.05)
-    stop(process)
-    raise AssertionError("nginx did not start listening")
 
 
 class Run:
@@ -196,7 +149,7 @@ def test_13_scale_out_behind_nginx_with_a_replica_killed(tmp_path: Path) -> None
         for index, process in enumerate(replicas.processes):
             wait_serving(replicas.url(index), process)
         port = free_port()
-        proxy = start_proxy(tmp_path, port, replicas.ports)
+        proxy = start_nginx(tmp_path, port, replicas.ports, extra=RETRIES)
         run = Run(f"http://127.0.0.1:{port}/mcp")
         started = time.monotonic()
         asyncio.run(asyncio.wait_for(drive(run, lambda: replicas.kill_and_restart(1)), 420))
