@@ -1,0 +1,160 @@
+"""Probes that need no tool call: discovery, listings, error codes, HTTP rules, dual-era."""
+
+# Design: each probe sends a handful of requests that cannot have side effects (discovery,
+# listings, a tool name that cannot exist) and returns Findings; the 2026-07-28 replies also go
+# to the Recorder so the shape rules see them.
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mrtr.check._observe import Recorder
+from mrtr.check._probe import Exchange, HttpProbe, Probe, meta
+from mrtr.check._rules import Finding
+
+__all__ = ["discover", "dual_era", "error_codes", "listings", "transport"]
+
+NO_TOOL = "mrtr-check-no-such-tool"
+_LEGACY = "2025-11-25"
+
+
+def _seen(ex: Exchange) -> str:
+    if ex.failure:
+        return ex.failure
+    status = f"HTTP {ex.status}, " if ex.status is not None else ""
+    if ex.error_code is not None:
+        return f"{status}error {ex.error_code}"
+    return f"{status}result" if ex.result is not None else f"{status}no JSON-RPC reply"
+
+
+async def discover(probe: Probe, rec: Recorder) -> Finding:
+    ex = rec.record("server/discover", await probe.rpc("server/discover", {"_meta": meta()}))
+    result = ex.result or {}
+    versions = result.get("supportedVersions")
+    if isinstance(versions, list) and "2026-07-28" in versions and isinstance(
+            result.get("capabilities"), dict):
+        return Finding("stateless.discover", "pass", f"supportedVersions {versions}")
+    return Finding("stateless.discover", "fail",
+                   f"no valid DiscoverResult with 2026-07-28 ({_seen(ex)})")
+
+
+async def listings(probe: Probe, rec: Recorder, pages: int = 5) -> dict[str, list[Any]]:
+    """tools/prompts/resources lists (a few pages each); an error leaves that list empty."""
+    found: dict[str, list[Any]] = {}
+    for method, key in (("tools/list", "tools"), ("prompts/list", "prompts"),
+                        ("resources/list", "resources")):
+        found[key] = []
+        params: dict[str, Any] = {"_meta": meta()}
+        for page in range(pages):
+            ex = rec.record(f"{method} page {page + 1}", await probe.rpc(method, params))
+            result = ex.result or {}
+            items = result.get(key)
+            if isinstance(items, list):
+                found[key] += [i for i in items if isinstance(i, dict)]
+            cursor = result.get("nextCursor")
+            if not isinstance(cursor, str):
+                break
+            params = {"_meta": meta(), "cursor": cursor}
+    return found
+
+
+async def error_codes(probe: Probe, rec: Recorder) -> Finding:
+    tool = rec.record(f"tools/call {NO_TOOL}", await probe.rpc(
+        "tools/call", {"_meta": meta(), "name": NO_TOOL, "arguments": {}}))
+    method = await probe.rpc("mrtr-check/no-such-method", {"_meta": meta()})
+    bad = []
+    if tool.error_code != -32602:
+        bad.append(f"unknown tool gave {_seen(tool)}, not -32602")
+    if method.error_code != -32601:
+        bad.append(f"unknown method gave {_seen(method)}, not -32601")
+    return Finding("shape.error-codes", "fail" if bad else "pass",
+                   "; ".join(bad) or "unknown tool -32602, unknown method -32601")
+
+
+async def transport(probe: HttpProbe, body_mib: int) -> list[Finding]:
+    # A refusal only tells something when the same request, sent right, is served.
+    params = {"_meta": meta()}
+    baseline = await probe.rpc("tools/list", params)
+    if baseline.status == 200 and baseline.response is not None:
+        found = [await _headers(probe), await _origin(probe)]
+    else:
+        why = f"a well-formed tools/list is not served ({_seen(baseline)})"
+        found = [Finding("transport.headers", "skip", why),
+                 Finding("transport.origin", "skip", why)]
+    return [*found, await _body_limit(probe, body_mib), await _get(probe)]
+
+
+async def _headers(probe: HttpProbe) -> Finding:
+    listing = {"_meta": meta()}
+    call = {"_meta": meta(), "name": NO_TOOL, "arguments": {}}
+    cases: dict[str, tuple[str, dict[str, Any], dict[str, str]]] = {
+        "Mcp-Method contradicting the body": (
+            "tools/list", listing, {"Mcp-Method": "prompts/list"}),
+        "Mcp-Name contradicting the body": ("tools/call", call, {"Mcp-Name": NO_TOOL + "-x"}),
+        "no MCP-Protocol-Version": ("tools/list", listing, {"MCP-Protocol-Version": ""}),
+    }
+    bad = []
+    for case, (method, params, change) in cases.items():
+        headers = {**probe.headers(method, params), **change}
+        headers = {k: v for k, v in headers.items() if v}
+        ex = await probe.rpc(method, params, headers=headers)
+        if ex.status != 400:
+            bad.append(f"{case}: {_seen(ex)}, not HTTP 400")
+    return Finding("transport.headers", "fail" if bad else "pass",
+                   "; ".join(bad) or "mismatched and missing headers get 400")
+
+
+async def _origin(probe: HttpProbe) -> Finding:
+    params = {"_meta": meta()}
+    headers = {**probe.headers("tools/list", params), "Origin": "http://mrtr-check.invalid"}
+    ex = await probe.rpc("tools/list", params, headers=headers)
+    if ex.status == 403:
+        return Finding("transport.origin", "pass", "foreign Origin gets 403")
+    return Finding("transport.origin", "fail", f"foreign Origin gave {_seen(ex)}, not 403")
+
+
+async def _body_limit(probe: HttpProbe, mib: int) -> Finding:
+    params = {"_meta": meta(), "padding": "x" * (mib * 1024 * 1024)}
+    body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "tools/list", "params": params})
+    ex = await probe.post(body.encode(), probe.headers("tools/list", params))
+    if ex.status is not None and 400 <= ex.status < 500:
+        return Finding("transport.body-limit", "pass", f"{mib} MiB body refused with {ex.status}")
+    if ex.failure and ex.status is None:
+        return Finding("transport.body-limit", "pass",
+                       f"{mib} MiB body: connection closed ({ex.failure})")
+    return Finding("transport.body-limit", "warn", f"{mib} MiB body accepted ({_seen(ex)})")
+
+
+async def _get(probe: HttpProbe) -> Finding:
+    ex = await probe.send("GET", None, {"Accept": "text/event-stream"})
+    if ex.status in (400, 405):
+        return Finding("transport.get", "pass", f"GET gives {ex.status}")
+    return Finding("transport.get", "warn", f"GET gave {_seen(ex)}, not 405")
+
+
+async def dual_era(probe: Probe) -> Finding:
+    params = {"protocolVersion": _LEGACY, "capabilities": {},
+              "clientInfo": {"name": "mrtr-check", "version": "1"}}
+    if isinstance(probe, HttpProbe):
+        headers = {"Accept": "application/json, text/event-stream",
+                   "Content-Type": "application/json"}
+        ex = await probe.rpc("initialize", params, headers=headers, fresh=True)
+        session = ex.headers.get("mcp-session-id")
+        if session:
+            await probe.send("DELETE", None, {"Mcp-Session-Id": session, **headers})
+    else:
+        ex = await probe.rpc("initialize", params, fresh=True)
+    return _judge_initialize(ex)
+
+
+def _judge_initialize(ex: Exchange) -> Finding:
+    version = (ex.result or {}).get("protocolVersion")
+    if isinstance(version, str):
+        return Finding("dual-era.initialize", "pass", f"2025 session served (version {version})")
+    error = (ex.response or {}).get("error")
+    text = json.dumps(error) if isinstance(error, dict) else ""
+    if "2026-07-28" in text:
+        return Finding("dual-era.initialize", "pass",
+                       "modern only; the error names the supported versions")
+    return Finding("dual-era.initialize", "fail",
+                   f"initialize gave {_seen(ex)} without naming supported versions")

@@ -1,0 +1,178 @@
+"""`mrtr check`'s run: which probes go out, in what order, within the budget."""
+
+# Design: probes run in a fixed order (discovery, listings, error codes, transport, tool flows,
+# sealed-state probes, dual-era) and stop at the budget; every rule ends with at least one
+# Finding, a skip saying why when it could not run. Tools are called only when the options say
+# so, since calling a tool can have side effects.
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mrtr.check import _basic, _sealed
+from mrtr.check._flows import Flow, drive
+from mrtr.check._observe import Recorder
+from mrtr.check._probe import Budget, BudgetExceeded, HttpProbe, Probe, StdioProbe
+from mrtr.check._rules import RULES, Finding, rule
+from mrtr.check._values import arguments
+from mrtr.protocol import ToolHeaderError, tool_header_map
+
+__all__ = ["Options", "Report", "plan", "run"]
+
+SENDS = {
+    "stateless.discover": "1 server/discover",
+    "shape": "tools/list, prompts/list, resources/list (up to 5 pages each); the replies of "
+             "every other probe",
+    "shape.error-codes": f"tools/call of {_basic.NO_TOOL!r}; an unknown method",
+    "transport.headers": "3 requests with contradicting or missing Mcp-* headers",
+    "transport.origin": "tools/list with a foreign Origin",
+    "transport.body-limit": "one oversized tools/list body",
+    "transport.get": "one GET",
+    "stateless.fresh-connection": "each allowed tool's rounds 2+ on a fresh connection/replica",
+    "sealed": "per allowed tool with a requestState: 3 tampered, 1 forged, 1 re-bound to other "
+              "arguments, 1 to another tool, 1 replay of the final round",
+    "sealed.expiry": "one round re-sent after --wait seconds",
+    "dual-era.initialize": "one 2025-11-25 initialize on a fresh connection (and its DELETE)",
+}
+
+
+@dataclass
+class Options:
+    """What to check and how far it may go."""
+
+    target: str
+    stdio: bool = False
+    replicas: list[str] = field(default_factory=list)
+    call_tools: bool = False
+    allow_tools: list[str] = field(default_factory=list)
+    answers: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    wait: float = 0.0
+    only: list[str] = field(default_factory=list)
+    skip: list[str] = field(default_factory=list)
+    max_requests: int = 300
+    seconds: float = 120.0
+    timeout: float = 10.0
+    max_tools: int = 30
+    body_mib: int = 20
+
+    def wanted(self, rule_id: str) -> bool:
+        def hit(patterns: Iterable[str]) -> bool:
+            return any(rule_id == p or rule_id.startswith(p.rstrip(".") + ".") for p in patterns)
+        return (not self.only or hit(self.only)) and not hit(self.skip)
+
+    def may_call(self, tool: str) -> bool:
+        return self.call_tools or tool in self.allow_tools
+
+
+@dataclass
+class Report:
+    """The findings of one run, in catalogue order, and what the run used."""
+
+    target: str
+    findings: list[Finding]
+    requests: int
+
+    @property
+    def failed(self) -> bool:
+        return any(f.status == "fail" for f in self.findings)
+
+
+def plan(options: Options) -> list[tuple[str, str]]:
+    """(rule id, what it would send) for every rule this run would try; nothing is sent."""
+    out = []
+    for r in RULES:
+        if not options.wanted(r.id) or (r.http_only and options.stdio):
+            continue
+        key = r.id if r.id in SENDS else r.id.split(".")[0]
+        sends = SENDS.get(key, "judged on the replies of the other probes")
+        if r.calls_tools and not (options.call_tools or options.allow_tools):
+            sends = "nothing: tools are called only with --call-tools or --allow-tool"
+        out.append((r.id, sends))
+    return out
+
+
+async def run(options: Options) -> Report:
+    budget = Budget(options.max_requests, options.seconds)
+    probe: Probe = (StdioProbe(options.target, budget, timeout=options.timeout) if options.stdio
+                    else HttpProbe(options.target, budget, timeout=options.timeout))
+    rec = Recorder()
+    found: list[Finding] = []
+    try:
+        await _probes(probe, rec, options, found)
+    except BudgetExceeded:
+        pass
+    finally:
+        await probe.aclose()
+    found += rec.findings(http=not options.stdio)
+    used = options.max_requests - budget.requests
+    return Report(options.target, _complete(found, options, budget), used)
+
+
+async def _probes(probe: Probe, rec: Recorder, options: Options, found: list[Finding]) -> None:
+    found.append(await _basic.discover(probe, rec))
+    lists = await _basic.listings(probe, rec)
+    if options.wanted("shape.error-codes"):
+        found.append(await _basic.error_codes(probe, rec))
+    if isinstance(probe, HttpProbe) and options.wanted("transport"):
+        found += await _basic.transport(probe, options.body_mib)
+    if any(options.wanted(r.id) for r in RULES if r.calls_tools):
+        found += await _tools(probe, rec, options, lists["tools"])
+    if options.wanted("dual-era.initialize"):
+        found.append(await _basic.dual_era(probe))
+
+
+async def _tools(probe: Probe, rec: Recorder, options: Options,
+                 tools: list[dict[str, Any]]) -> list[Finding]:
+    flows = []
+    for tool in [t for t in tools if options.may_call(str(t.get("name")))][: options.max_tools]:
+        flow = _flow(tool, options)
+        if flow is not None:
+            flows.append((await drive(probe, rec, flow, options.answers, options.replicas),
+                          tool.get("inputSchema") or {}))
+    out = [f for flow, _ in flows for f in flow.findings]
+    mrtr = [flow for flow, _ in flows if flow.first_state is not None]
+    for flow, schema in flows:
+        if flow.first_state is not None:
+            other = next((f for f, _ in flows if f is not flow), None)
+            out += await _sealed.probe_flow(probe, flow, schema, other)
+    if mrtr and options.wanted("sealed.expiry"):
+        out.append(await _sealed.expiry(probe, mrtr[0], options.wait))
+    return out
+
+
+def _flow(tool: dict[str, Any], options: Options) -> Flow | None:
+    name = str(tool.get("name"))
+    found = tool.get("inputSchema")
+    schema: dict[str, Any] = found if isinstance(found, dict) else {}
+    try:
+        header_map = tool_header_map(schema)
+    except ToolHeaderError:
+        return None
+    args = options.arguments.get(name, arguments(schema))
+    return Flow(name, dict(args), header_map)
+
+
+def _complete(found: list[Finding], options: Options, budget: Budget) -> list[Finding]:
+    """Findings in catalogue order, filtered, with a skip for every rule that has none."""
+    out = []
+    for r in RULES:
+        if not options.wanted(r.id):
+            continue
+        mine = [f for f in found if f.rule == r.id]
+        out += mine or [Finding(r.id, "skip", _why_not(r.id, options, budget))]
+    return out
+
+
+def _why_not(rule_id: str, options: Options, budget: Budget) -> str:
+    r = rule(rule_id)
+    if r.http_only and options.stdio:
+        return "HTTP only"
+    if r.calls_tools and not (options.call_tools or options.allow_tools):
+        return "tools are called only with --call-tools or --allow-tool NAME"
+    if budget.requests <= 0:
+        return "the request budget ran out (--max-requests)"
+    if r.calls_tools:
+        return "no allowed tool asked for input with a requestState"
+    return "not reached (time budget, --seconds)"

@@ -1,0 +1,219 @@
+"""A small raw ASGI MCP server (no mrtr inside) with defects that can be planted one by one.
+
+Clean, it follows every rule `mrtr check` knows: HMAC-signed requestState bound to tool,
+arguments and expiry, header and Origin checks, a body limit, 405 on GET, SSE replies with
+`X-Accel-Buffering: no`, an error naming 2026-07-28 for a 2025 `initialize`. Each defect breaks
+exactly one rule. Also runnable over stdio: `python -m tests.check.defects --stdio DEFECT...`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import sys
+import time
+from typing import Any
+
+DEFECTS = ("connection-keyed", "unsigned", "unbound-args", "no-result-type", "buffered-sse",
+           "push")
+VERSION = "2026-07-28"
+_KEY = hashlib.sha256(b"tests.check.defects").digest()  # fixed: stdio children share it
+_LIMIT = 1024 * 1024
+_TOOLS = [
+    {"name": "ask", "description": "Greets a user it asks for.",
+     "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}},
+                     "required": ["city"]}},
+    {"name": "echo", "description": "Echoes text.",
+     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
+                     "required": ["text"]}},
+]
+_ASK = {"name": {"method": "elicitation/create", "params": {
+    "mode": "form", "message": "Your name?",
+    "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}},
+                        "required": ["name"]}}}}
+
+
+class Rejected(Exception):
+    def __init__(self, code: int, message: str, status: int = 200) -> None:
+        super().__init__(message)
+        self.code, self.status = code, status
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class Server:
+    """The protocol part, shared by the HTTP and stdio fronts."""
+
+    def __init__(self, defects: set[str], ttl: float = 60.0) -> None:
+        unknown = defects - set(DEFECTS)
+        assert not unknown, unknown
+        self.defects, self.ttl = defects, ttl
+        self.by_connection: dict[object, dict[str, Any]] = {}
+        self.calls = 0  # tools/call requests that reached a tool
+
+    def seal(self, claims: dict[str, Any], connection: object) -> str:
+        if "connection-keyed" in self.defects:
+            handle = secrets.token_hex(8)
+            self.by_connection[(connection, handle)] = claims
+            return handle
+        body = json.dumps(claims, separators=(",", ":")).encode()
+        if "unsigned" in self.defects:
+            return _b64(body)
+        mac = hmac.new(_KEY, body, hashlib.sha256).digest()
+        return f"{_b64(body)}.{_b64(mac)}"
+
+    def open(self, state: str, connection: object) -> dict[str, Any]:
+        if "connection-keyed" in self.defects:
+            claims = self.by_connection.get((connection, state))
+            if claims is None:
+                raise Rejected(-32602, "unknown requestState")
+            return claims
+        try:
+            if "unsigned" in self.defects:
+                return dict(json.loads(_unb64(state)))
+            body, mac = state.split(".")
+            raw = _unb64(body)
+            if not hmac.compare_digest(hmac.new(_KEY, raw, hashlib.sha256).digest(), _unb64(mac)):
+                raise ValueError("bad mac")
+            return dict(json.loads(raw))
+        except (ValueError, TypeError) as exc:
+            raise Rejected(-32602, "invalid requestState") from exc
+
+    def handle(self, message: dict[str, Any], connection: object) -> dict[str, Any]:
+        method, params = message.get("method"), message.get("params") or {}
+        if method == "initialize":
+            raise Rejected(-32602, "Unsupported protocol version", 400)
+        if method == "server/discover":
+            return {"supportedVersions": [VERSION], "capabilities": {"tools": {}}}
+        if method == "tools/list":
+            return {"tools": _TOOLS}
+        if method == "tools/call":
+            return self.call(params, connection)
+        raise Rejected(-32601, f"Method not found: {method}", 404)
+
+    def call(self, params: dict[str, Any], connection: object) -> dict[str, Any]:
+        name, args = params.get("name"), params.get("arguments") or {}
+        if name not in ("ask", "echo"):
+            raise Rejected(-32602, f"Unknown tool: {name}")
+        self.calls += 1
+        state = params.get("requestState")
+        if isinstance(state, str):
+            claims = self.open(state, connection)
+            bound = claims.get("tool") == name and (
+                "unbound-args" in self.defects or claims.get("args") == args)
+            if not bound or claims.get("exp", 0) < time.time():
+                raise Rejected(-32602, "requestState does not match")
+        if name == "echo":
+            return {"content": [{"type": "text", "text": str(args.get("text"))}]}
+        answer = (params.get("inputResponses") or {}).get("name")
+        if isinstance(state, str) and isinstance(answer, dict) and answer.get("action") == "accept":
+            who = (answer.get("content") or {}).get("name")
+            return {"content": [{"type": "text", "text": f"Hello {who} from {args.get('city')}"}]}
+        claims = {"tool": name, "args": args, "exp": time.time() + self.ttl}
+        return {"resultType": "input_required", "inputRequests": _ASK,
+                "requestState": self.seal(claims, connection)}
+
+    def reply(self, message: dict[str, Any], connection: object) -> dict[str, Any]:
+        rid = message.get("id")
+        try:
+            result = self.handle(message, connection)
+        except Rejected as exc:
+            error = {"code": exc.code, "message": str(exc)}
+            if message.get("method") == "initialize":
+                error["data"] = {"supported": [VERSION]}
+            return {"jsonrpc": "2.0", "id": rid, "error": error}
+        if "no-result-type" not in self.defects or "resultType" in result:
+            result = {"resultType": "complete", **result}
+        return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+
+class App:
+    """The Streamable HTTP front (raw ASGI)."""
+
+    def __init__(self, *defects: str, ttl: float = 60.0) -> None:
+        self.server = Server(set(defects), ttl)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        if scope["method"] != "POST":
+            return await _send(send, 405, b"", "text/plain")
+        origin = headers.get("origin")
+        if origin and not origin.startswith(("http://127.0.0.1", "http://localhost")):
+            return await _send(send, 403, b"", "text/plain")
+        body = b""
+        while True:
+            event = await receive()
+            body += event.get("body", b"")
+            if len(body) > _LIMIT:
+                return await _send(send, 413, b"", "text/plain")
+            if not event.get("more_body"):
+                break
+        message = json.loads(body)
+        status = self.check_headers(message, headers)
+        if status:
+            error = {"jsonrpc": "2.0", "id": message.get("id"),
+                     "error": {"code": -32020, "message": "Header mismatch"}}
+            return await _send(send, 400, json.dumps(error).encode())
+        reply = self.server.reply(message, scope["client"])
+        if message.get("method") == "tools/call":
+            return await self.stream(send, reply)
+        code = 404 if reply.get("error", {}).get("code") == -32601 else 200
+        code = 400 if message.get("method") == "initialize" else code
+        await _send(send, code, json.dumps(reply).encode())
+
+    @staticmethod
+    def check_headers(message: dict[str, Any], headers: dict[str, str]) -> bool:
+        if message.get("method") == "initialize":
+            return False
+        method = message.get("method")
+        name = (message.get("params") or {}).get("name")
+        return (headers.get("mcp-protocol-version") != VERSION
+                or headers.get("mcp-method") != method
+                or (method == "tools/call" and headers.get("mcp-name") != name))
+
+    async def stream(self, send: Any, reply: dict[str, Any]) -> None:
+        extra = [] if "buffered-sse" in self.server.defects else [(b"x-accel-buffering", b"no")]
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream"), *extra]})
+        events = []
+        if "push" in self.server.defects:
+            events.append({"jsonrpc": "2.0", "id": "srv-1", "method": "roots/list"})
+        events.append(reply)
+        data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+        await send({"type": "http.response.body", "body": data})
+
+
+async def _send(send: Any, status: int, body: bytes, kind: str = "application/json") -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", kind.encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def stdio(defects: list[str]) -> None:
+    """Newline-delimited JSON-RPC on stdin/stdout; one connection per process."""
+    server = Server(set(defects))
+    for line in sys.stdin:
+        message = json.loads(line)
+        reply = server.reply(message, "stdio")
+        if "push" in server.defects and message.get("method") == "tools/call":
+            print(json.dumps({"jsonrpc": "2.0", "id": "srv-1", "method": "roots/list"}))
+        print(json.dumps(reply), flush=True)
+
+
+if __name__ == "__main__":
+    assert sys.argv[1:2] == ["--stdio"], "usage: python -m tests.check.defects --stdio DEFECT..."
+    stdio(sys.argv[2:])

@@ -1,0 +1,87 @@
+"""The pure parts of `mrtr check`: generated values, tamper variants, folding, rule catalogue."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mrtr.check import RULES, Finding, Report, as_table
+from mrtr.check._sealed import _encode_like, _readable, _replace, variants
+from mrtr.check._values import answer, arguments, other_arguments
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "check.md"
+
+
+def test_arguments_follow_the_schema() -> None:
+    schema = {"type": "object", "required": ["n", "kind", "when", "flag", "tags"],
+              "properties": {"n": {"type": "integer", "minimum": 3},
+                             "kind": {"enum": ["a", "b"]}, "when": {"type": "string",
+                                                                    "format": "date"},
+                             "flag": {"type": "boolean"},
+                             "tags": {"type": "array", "minItems": 1,
+                                      "items": {"type": "string"}},
+                             "optional": {"type": "string"}}}
+    args = arguments(schema)
+    assert args == {"n": 4, "kind": "a", "when": "2026-07-28", "flag": True,
+                    "tags": ["mrtr-check"]}
+    other = other_arguments(schema, args)
+    assert other is not None and other != args and other["n"] == 5
+
+
+def test_other_arguments_none_when_nothing_can_change() -> None:
+    assert other_arguments({"properties": {"k": {"const": 1}}}, {"k": 1}) is None
+    assert other_arguments({}, {}) is None
+
+
+def test_answers_by_kind() -> None:
+    form = {"method": "elicitation/create", "params": {"requestedSchema": {
+        "type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}}}
+    assert answer(form) == {"action": "accept", "content": {"name": "mrtr-check"}}
+    assert answer({"method": "elicitation/create", "params": {"mode": "url"}}) == {
+        "action": "accept"}
+    assert answer({"method": "roots/list"}) == {"roots": []}
+    assert answer({"method": "sampling/createMessage"})["role"] == "assistant"  # type: ignore[index]
+    assert answer({"method": "x/unknown"}) is None
+
+
+@given(st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+               min_size=1, max_size=200))
+def test_variants_always_differ(state: str) -> None:
+    assert all(v != state for v in variants(state).values())
+
+
+def test_readable_states_are_forged_in_their_own_encoding() -> None:
+    claims = {"tool": "t", "args": {"city": "Oslo"}}
+    plain = json.dumps(claims)
+    token = base64.urlsafe_b64encode(plain.encode()).decode().rstrip("=")
+    assert _readable(token) == claims and _readable(plain) == claims
+    assert _readable("not.a-state") is None
+    forged, hit = _replace(claims, {"city": "Oslo"}, {"city": "Rome"})
+    assert hit and forged["args"] == {"city": "Rome"}
+    again = _encode_like(token, json.dumps(forged))
+    assert _readable(again) == forged and "=" not in again
+    assert _encode_like(plain, "{}") == "{}"
+
+
+def test_table_folds_agreeing_findings_and_keeps_failures() -> None:
+    findings = [Finding("sealed.tamper", "pass", "flipped: rejected", "a"),
+                Finding("sealed.tamper", "pass", "truncated: rejected", "b"),
+                Finding("sealed.integrity", "fail", "accepted", "a"),
+                Finding("sealed.integrity", "pass", "opaque", "b")]
+    text = as_table(Report("http://x/mcp", findings, 9))
+    assert "2 pass over 2 tools" in text
+    assert "FAIL  sealed.integrity [a]  accepted" in text and "fix: Seal the state" in text
+    assert "9 requests sent" in text
+    assert "sealed.tamper    [a]" in as_table(Report("x", findings, 9), verbose=True)
+
+
+def test_catalogue_ids_are_unique_and_documented() -> None:
+    ids = [r.id for r in RULES]
+    assert len(ids) == len(set(ids))
+    text = DOCS.read_text()
+    missing = [i for i in ids if f"`{i}`" not in text]
+    assert not missing, f"docs/check.md does not list {missing}"
