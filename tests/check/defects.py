@@ -27,7 +27,8 @@ _TOOLS = [
      "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}},
                      "required": ["city"]}},
     {"name": "echo", "description": "Echoes text.",
-     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
+     "inputSchema": {"type": "object",
+                     "properties": {"text": {"type": "string", "x-mcp-header": "Text"}},
                      "required": ["text"]}},
 ]
 _ASK = {"name": {"method": "elicitation/create", "params": {
@@ -149,11 +150,9 @@ class App:
             await send({"type": "lifespan.shutdown.complete"})
             return
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-        if scope["method"] != "POST":
-            return await _send(send, 405, b"", "text/plain")
-        origin = headers.get("origin")
-        if origin and not origin.startswith(("http://127.0.0.1", "http://localhost")):
-            return await _send(send, 403, b"", "text/plain")
+        refused = self.refuse(scope["method"], headers)
+        if refused:
+            return await _send(send, refused, b"", "text/plain")
         body = b""
         while True:
             event = await receive()
@@ -176,11 +175,25 @@ class App:
         await _send(send, code, json.dumps(reply).encode())
 
     @staticmethod
+    def refuse(verb: str, headers: dict[str, str]) -> int:
+        """The status refusing this request before its body is read, or 0."""
+        if verb != "POST":
+            return 405
+        origin = headers.get("origin")
+        foreign = origin and not origin.startswith(("http://127.0.0.1", "http://localhost"))
+        local = headers.get("host", "").startswith(("127.0.0.1:", "localhost:"))
+        return 403 if foreign or not local else 0
+
+    @staticmethod
     def check_headers(message: dict[str, Any], headers: dict[str, str]) -> bool:
         if message.get("method") == "initialize":
             return False
         method = message.get("method")
-        name = (message.get("params") or {}).get("name")
+        params = message.get("params") or {}
+        name = params.get("name")
+        text = (params.get("arguments") or {}).get("text")
+        if name == "echo" and text is not None and headers.get("mcp-param-text") != text:
+            return True
         return (headers.get("mcp-protocol-version") != VERSION
                 or headers.get("mcp-method") != method
                 or (method == "tools/call" and headers.get("mcp-name") != name))

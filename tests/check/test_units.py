@@ -85,3 +85,13 @@ def test_catalogue_ids_are_unique_and_documented() -> None:
     text = DOCS.read_text()
     missing = [i for i in ids if f"`{i}`" not in text]
     assert not missing, f"docs/check.md does not list {missing}"
+
+
+def test_a_tool_with_an_mcp_header_argument_is_chosen_for_the_param_probe() -> None:
+    from mrtr.check import Options
+    from mrtr.check._run import _param_tool
+    from tests.check.defects import _TOOLS
+
+    assert _param_tool(_TOOLS, Options("x")) is None  # not allowed to call it
+    assert _param_tool(_TOOLS, Options("x", allow_tools=["echo"])) == (
+        "echo", {"text": "mrtr-check"}, {"text": "Text"})

@@ -71,12 +71,15 @@ async def error_codes(probe: Probe, rec: Recorder) -> Finding:
                    "; ".join(bad) or "unknown tool -32602, unknown method -32601")
 
 
-async def transport(probe: HttpProbe, body_mib: int) -> list[Finding]:
+async def transport(probe: HttpProbe, body_mib: int,
+                    param_tool: tuple[str, dict[str, Any], dict[str, str]] | None) -> list[Finding]:
+    """The HTTP rules; `param_tool` (name, arguments, header map) may be called to test
+    `Mcp-Param-*` with a contradicting value."""
     # A refusal only tells something when the same request, sent right, is served.
     params = {"_meta": meta()}
     baseline = await probe.rpc("tools/list", params)
     if baseline.status == 200 and baseline.response is not None:
-        found = [await _headers(probe), await _origin(probe)]
+        found = [await _headers(probe, param_tool), *await _origin(probe)]
     else:
         why = f"a well-formed tools/list is not served ({_seen(baseline)})"
         found = [Finding("transport.headers", "skip", why),
@@ -84,7 +87,8 @@ async def transport(probe: HttpProbe, body_mib: int) -> list[Finding]:
     return [*found, await _body_limit(probe, body_mib), await _get(probe)]
 
 
-async def _headers(probe: HttpProbe) -> Finding:
+async def _headers(probe: HttpProbe,
+                   param_tool: tuple[str, dict[str, Any], dict[str, str]] | None) -> Finding:
     listing = {"_meta": meta()}
     call = {"_meta": meta(), "name": NO_TOOL, "arguments": {}}
     cases: dict[str, tuple[str, dict[str, Any], dict[str, str]]] = {
@@ -93,6 +97,13 @@ async def _headers(probe: HttpProbe) -> Finding:
         "Mcp-Name contradicting the body": ("tools/call", call, {"Mcp-Name": NO_TOOL + "-x"}),
         "no MCP-Protocol-Version": ("tools/list", listing, {"MCP-Protocol-Version": ""}),
     }
+    if param_tool is not None:
+        name, args, header_map = param_tool
+        arg, header = next(iter(header_map.items()))
+        wrong = "mrtr-check-mismatch" if args.get(arg) != "mrtr-check-mismatch" else "other"
+        cases[f"Mcp-Param-{header} contradicting argument {arg!r}"] = (
+            "tools/call", {"_meta": meta(), "name": name, "arguments": args},
+            {f"Mcp-Param-{header}": wrong})
     bad = []
     for case, (method, params, change) in cases.items():
         headers = {**probe.headers(method, params), **change}
@@ -104,13 +115,20 @@ async def _headers(probe: HttpProbe) -> Finding:
                    "; ".join(bad) or "mismatched and missing headers get 400")
 
 
-async def _origin(probe: HttpProbe) -> Finding:
+async def _origin(probe: HttpProbe) -> list[Finding]:
     params = {"_meta": meta()}
     headers = {**probe.headers("tools/list", params), "Origin": "http://mrtr-check.invalid"}
     ex = await probe.rpc("tools/list", params, headers=headers)
-    if ex.status == 403:
-        return Finding("transport.origin", "pass", "foreign Origin gets 403")
-    return Finding("transport.origin", "fail", f"foreign Origin gave {_seen(ex)}, not 403")
+    origin = (Finding("transport.origin", "pass", "foreign Origin gets 403") if ex.status == 403
+              else Finding("transport.origin", "fail",
+                           f"foreign Origin gave {_seen(ex)}, not 403"))
+    host = await probe.rpc("tools/list", params,
+                           headers={**probe.headers("tools/list", params),
+                                    "Host": "mrtr-check.invalid"})
+    if host.status is not None and 400 <= host.status < 500:
+        return [origin, Finding("transport.origin", "pass", f"foreign Host gets {host.status}")]
+    return [origin, Finding("transport.origin", "warn", f"foreign Host gave {_seen(host)}: "
+                            "a local server should check Host (DNS rebinding)")]
 
 
 async def _body_limit(probe: HttpProbe, mib: int) -> Finding:

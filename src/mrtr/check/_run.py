@@ -116,7 +116,8 @@ async def _probes(probe: Probe, rec: Recorder, options: Options, found: list[Fin
     if options.wanted("shape.error-codes"):
         found.append(await _basic.error_codes(probe, rec))
     if isinstance(probe, HttpProbe) and options.wanted("transport"):
-        found += await _basic.transport(probe, options.body_mib)
+        found += await _basic.transport(probe, options.body_mib, _param_tool(lists["tools"],
+                                                                         options))
     if any(options.wanted(r.id) for r in RULES if r.calls_tools):
         found += await _tools(probe, rec, options, lists["tools"])
     if options.wanted("dual-era.initialize"):
@@ -140,6 +141,17 @@ async def _tools(probe: Probe, rec: Recorder, options: Options,
     if mrtr and options.wanted("sealed.expiry"):
         out.append(await _sealed.expiry(probe, mrtr[0], options.wait))
     return out
+
+
+def _param_tool(tools: list[dict[str, Any]],
+                options: Options) -> tuple[str, dict[str, Any], dict[str, str]] | None:
+    """An allowed tool with an `x-mcp-header` argument present in its generated arguments."""
+    for tool in tools:
+        flow = _flow(tool, options) if options.may_call(str(tool.get("name"))) else None
+        if flow is not None and any(a in flow.arguments for a in flow.header_map):
+            mapped = {a: h for a, h in flow.header_map.items() if a in flow.arguments}
+            return flow.tool, flow.arguments, mapped
+    return None
 
 
 def _flow(tool: dict[str, Any], options: Options) -> Flow | None:
