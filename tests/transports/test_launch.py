@@ -152,3 +152,11 @@ def test_18_run_over_http_with_two_workers(tmp_path: Path) -> None:
     finally:
         stop(process)
     assert b"serving on http://127.0.0.1:" in (tmp_path / "log").read_bytes()
+
+
+def test_18_a_server_built_with_http_app_never_loads_the_client_stack() -> None:
+    code = ("import sys; from examples.bookings import app; app.http_app(); "
+            "print(','.join(m for m in ('httpx', 'mrtr.client') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, env=cli_env(), check=True)
+    assert out.stdout.strip() == ""
