@@ -55,7 +55,8 @@ def stdio_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]
     f"{sys.executable} {BOOKINGS}",        # a command line, split like a shell would
     [sys.executable, BOOKINGS],            # an argv list
     BOOKINGS,                              # a Python file: run with this interpreter
-], ids=["string", "argv", "file"])
+    [sys.executable, "-m", "mrtr.cli", "serve", BOOKINGS, "--stdio"],  # its `app`, found
+], ids=["string", "argv", "file", "serve-file"])
 def test_18_client_of_a_command_line_books_a_return(target: object, stdio_env: None) -> None:
     # A fresh server process per call: its first booking is RMA-0001.
     assert asyncio.run(book(target)).startswith("Return RMA-0001 booked: pickup on 2026-08-03")
