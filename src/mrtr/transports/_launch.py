@@ -59,6 +59,7 @@ class ServerApp(McpApp):
             store = self.dispatcher.store
             if store is not None:
                 await store.aclose()
+                log.info("%s closed", type(store).__name__)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()
