@@ -164,3 +164,20 @@ def test_18_mounted_in_a_web_framework_books_a_return(framework: str, tmp_path: 
     # write-ahead log when the last connection closes, and only then.
     assert os.path.exists(tmp_path / "store.db"), log.read_text()
     assert not os.path.exists(tmp_path / "store.db-wal"), log.read_text()
+
+
+@pytest.mark.parametrize("args", [[], [f"{sys.executable} examples/bookings.py"]],
+                         ids=["in-process", "stdio"])
+def test_18_the_connect_example_books_in_process_and_over_stdio(args: list[str],
+                                                                tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.transports.conftest import cli_env
+
+    env = {**cli_env(), "XDG_STATE_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "examples/client/connect.py", *args],
+                          cwd=EXAMPLES.parent, env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == ("result: Return RMA-0001 booked: pickup on "
+                                            "2026-08-03, label sent to ann@example.com.")
