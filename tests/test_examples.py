@@ -181,3 +181,18 @@ def test_18_the_connect_example_books_in_process_and_over_stdio(args: list[str],
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == ("result: Return RMA-0001 booked: pickup on "
                                             "2026-08-03, label sent to ann@example.com.")
+
+
+def test_18_the_migration_guide_sample_runs() -> None:
+    docs = EXAMPLES.parent / "docs" / "migrating.md"
+    code = docs.read_text().split("```python\n", 1)[1].split("```", 1)[0]
+    module = type(sys)("_migrating_sample")
+    sys.modules[module.__name__] = module  # msgspec resolves the Form's annotations here
+    try:
+        exec(compile(code, str(docs), "exec", dont_inherit=True), vars(module))
+        with TestClient(vars(module)["app"]) as client:
+            flow = client.call_tool("book", {"order_id": "A-1"},
+                                    answers={"pickup": {"boxes": 2}, "confirm": True})
+            assert flow.rounds == 3 and flow.text == "Booked RMA-A-1."
+    finally:
+        del sys.modules[module.__name__]
