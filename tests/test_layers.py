@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -128,3 +129,18 @@ def test_a_server_process_never_loads_the_client_stack() -> None:
             "print(','.join(loaded))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_18_docs_and_examples_import_only_public_names() -> None:
+    root = SRC.parents[1]
+    pattern = re.compile(r"^\s*from (mrtr[\w.]*) import \(?([\w, ]+)", re.MULTILINE)
+    files = [*root.glob("docs/*.md"), root / "README.md", *root.glob("examples/**/*.py")]
+    private = []
+    for path in files:
+        for module, names in pattern.findall(path.read_text()):
+            public = importlib.import_module(module).__all__ if "._" not in module else ()
+            private += [f"{path.name}: from {module} import {name}"
+                        for name in (n.split(" as ")[0].strip() for n in names.split(","))
+                        if name
+                        and name not in public]
+    assert private == []
