@@ -1,7 +1,8 @@
 """Book a return pickup: a form with validation, a confirmation, then a once-only booking.
 
 Serve it with `mrtr serve examples.bookings:app` (or `make run`), then call it with
-`mrtr call http://127.0.0.1:8000/mcp book_return order_id=A-1001`.
+`mrtr call http://127.0.0.1:8000/mcp book_return order_id=A-1001`. `python examples/bookings.py`
+serves it over stdio, as desktop clients launch it.
 """
 
 from __future__ import annotations
@@ -54,3 +55,7 @@ async def book_return(ctx: Context, order_id: str) -> str:
 def return_policy() -> str:
     """The returns policy."""
     return "Returns are free within 30 days. Up to 5 boxes per pickup."
+
+
+if __name__ == "__main__":
+    app.run()  # stdio; app.run(transport="http", port=8000) serves HTTP

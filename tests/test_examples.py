@@ -125,3 +125,74 @@ def test_example_runs(name: str) -> None:
         for tool in client.request("tools/list")["tools"]:
             assert tool["description"], f"{name}: {tool['name']} has no description"
     del sys.modules[ns["__name__"]]
+
+
+# -- examples/mounting: the MCP app inside FastAPI and Starlette, over real HTTP (#18) ---------
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["fastapi", "starlette"])
+def test_18_mounted_in_a_web_framework_books_a_return(framework: str, tmp_path: Path) -> None:
+    import asyncio
+    import os
+    import subprocess
+
+    import httpx
+
+    from tests.transports.conftest import cli_env, free_port, stop, wait_ready
+    from tests.transports.test_connect import book
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**cli_env(), "MRTR_STORE": f"sqlite://{tmp_path / 'store.db'}"}
+    log = tmp_path / "uvicorn.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", f"examples.mounting.{framework}_app:api",
+             "--host", "127.0.0.1", "--port", str(port), "--log-level", "info"],
+            cwd=EXAMPLES.parent, env={**env, "PYTHONUNBUFFERED": "1"}, stdout=out,
+            stderr=subprocess.STDOUT)
+    try:
+        wait_ready(f"{base}/returns/mcp", process)
+        assert httpx.get(f"{base}/health", timeout=10).json() == {"status": "ok"}
+        assert asyncio.run(book(f"{base}/returns/mcp")).startswith("Return RMA-0001 booked")
+        # DNS rebinding: a page on another site cannot drive the endpoint through the browser.
+        evil = httpx.post(f"{base}/returns/mcp", headers={"origin": "https://evil.example"},
+                          timeout=10)
+        assert evil.status_code == 403
+    finally:
+        stop(process)
+    # The parent ran the MCP app's lifespan, which closed the store: SQLite removes its
+    # write-ahead log when the last connection closes, and only then.
+    assert os.path.exists(tmp_path / "store.db"), log.read_text()
+    assert not os.path.exists(tmp_path / "store.db-wal"), log.read_text()
+
+
+@pytest.mark.parametrize("args", [[], [f"{sys.executable} examples/bookings.py"]],
+                         ids=["in-process", "stdio"])
+def test_18_the_connect_example_books_in_process_and_over_stdio(args: list[str],
+                                                                tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.transports.conftest import cli_env
+
+    env = {**cli_env(), "XDG_STATE_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "examples/client/connect.py", *args],
+                          cwd=EXAMPLES.parent, env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == ("result: Return RMA-0001 booked: pickup on "
+                                            "2026-08-03, label sent to ann@example.com.")
+
+
+def test_18_the_migration_guide_sample_runs() -> None:
+    docs = EXAMPLES.parent / "docs" / "migrating.md"
+    code = docs.read_text().split("```python\n", 1)[1].split("```", 1)[0]
+    module = type(sys)("_migrating_sample")
+    sys.modules[module.__name__] = module  # msgspec resolves the Form's annotations here
+    try:
+        exec(compile(code, str(docs), "exec", dont_inherit=True), vars(module))
+        with TestClient(vars(module)["app"]) as client:
+            flow = client.call_tool("book", {"order_id": "A-1"},
+                                    answers={"pickup": {"boxes": 2}, "confirm": True})
+            assert flow.rounds == 3 and flow.text == "Booked RMA-A-1."
+    finally:
+        del sys.modules[module.__name__]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,16 +27,44 @@ RULES = {
               "cryptography"),
 }
 
+# The only upward imports allowed, each inside a function body (never at module level), each
+# naming one small entry-point module of the layer above. Why: `Server.run()`,
+# `Server.http_app()` and `Client("http://…")` are what users of other SDKs expect (#18), yet the
+# server and the client must load without the transports; the import runs only when called.
+# `if TYPE_CHECKING:` imports of the same modules are allowed too (no run-time import).
+ENTRY_POINTS = {
+    "server/_registry.py": {"mrtr.transports._launch"},
+    "client/_transport.py": {"mrtr.transports._connect"},
+}
+
 
 def imported_names(package: Path) -> set[str]:
     names: set[str] = set()
     for path in package.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        allowed = ENTRY_POINTS.get(path.relative_to(SRC).as_posix(), set())
+        for node, deferred in _imports(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
-                names.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names.add(node.module)
+                found = {alias.name for alias in node.names}
+            elif node.module and node.level == 0:
+                found = {node.module}
+            else:
+                continue
+            names.update(found - allowed if deferred else found)
     return names
+
+
+def _imports(tree: ast.AST, deferred: bool = False) -> list[tuple[ast.Import | ast.ImportFrom,
+                                                                   bool]]:
+    """Every import with whether it is deferred: in a function or under `if TYPE_CHECKING:`."""
+    found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append((node, deferred))
+            continue
+        inner = deferred or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or (
+            isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+        found.extend(_imports(node, inner))
+    return found
 
 
 @pytest.mark.parametrize("layer", sorted(RULES))
@@ -83,6 +112,17 @@ def test_public_api_sorted_and_owned(module: str) -> None:
             assert obj.__module__.startswith("mrtr"), f"{module}.{name} comes from {obj.__module__}"
 
 
+def test_18_entry_point_imports_are_deferred_and_nothing_else_goes_up() -> None:
+    # A module-level `from mrtr.transports._launch import run` in the server would be caught.
+    tree = ast.parse("from mrtr.transports._launch import run\n"
+                     "def f():\n    from mrtr.transports._launch import run\n")
+    assert [deferred for _, deferred in _imports(tree)] == [False, True]
+    code = ("import sys, mrtr, mrtr.server, mrtr.client; "
+            "print(','.join(m for m in sys.modules if m.startswith('mrtr.transports')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
 def test_a_server_process_never_loads_the_client_stack() -> None:
     # `mrtr serve` and every worker import the server side only: httpx and the client stack
     # cost about 4 MiB of RSS per process (docs/performance.md).
@@ -92,3 +132,18 @@ def test_a_server_process_never_loads_the_client_stack() -> None:
             "print(','.join(loaded))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_18_docs_and_examples_import_only_public_names() -> None:
+    root = SRC.parents[1]
+    pattern = re.compile(r"^\s*from (mrtr[\w.]*) import \(?([\w, ]+)", re.MULTILINE)
+    files = [*root.glob("docs/*.md"), root / "README.md", *root.glob("examples/**/*.py")]
+    private = []
+    for path in files:
+        for module, names in pattern.findall(path.read_text()):
+            public = importlib.import_module(module).__all__ if "._" not in module else ()
+            private += [f"{path.name}: from {module} import {name}"
+                        for name in (n.split(" as ")[0].strip() for n in names.split(","))
+                        if name
+                        and name not in public]
+    assert private == []

@@ -34,6 +34,10 @@ EXPECTED = {
         "round 2 asks for confirm\n"
         "resumed at round 2 asking for confirm\n" + BOOKED
     ),
+    "connect.py": (  # #18: also run in process and over stdio in tests/test_examples.py
+        "asked: Return details for order A-1001\n"
+        "asked: Book a pickup on 2026-08-03 for 2 boxes?\n" + BOOKED
+    ),
     "legacy.py": (  # a 2025 session with our own server: initialize, then pushed asks
         "asked: Return details for order A-1001\n"
         "asked: Book a pickup on 2026-08-03 for 2 boxes?\n"

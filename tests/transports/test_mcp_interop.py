@@ -123,3 +123,13 @@ def test_official_client_books_once_over_stdio(mcp_python: Path) -> None:
     check(outcome)
     # A fresh server process: its first booking is RMA-0001, and a second would be RMA-0002.
     assert str(outcome["text"]).startswith("Return RMA-0001 booked")
+
+
+@pytest.mark.slow
+def test_18_official_client_books_once_from_app_run(mcp_python: Path) -> None:
+    # `python examples/bookings.py` ends in `app.run()`: stdio, as desktop clients launch it.
+    command = [sys.executable, str(ROOT / "examples" / "bookings.py")]
+    env = {**cli_env(), "MRTR_EPHEMERAL_KEY": "1"}
+    outcome = drive(mcp_python, "stdio", json.dumps(command), json.dumps(env), "/")
+    check(outcome)
+    assert str(outcome["text"]).startswith("Return RMA-0001 booked")

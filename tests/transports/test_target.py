@@ -55,13 +55,47 @@ def test_relative_file_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 @pytest.mark.parametrize(("target", "message"), [
     ("nowhere/missing.py:app", "no such file: nowhere/missing.py"),
     ("tests.transports.apps:nothing", "tests.transports.apps has no attribute 'nothing'"),
-    ("no_colon", "target must look like module:attribute or path/to/file.py:attribute"),
+    ("mod:", "target must look like module:attribute, path/to/file.py:attribute or "
+             "path/to/file.py"),
+    (":app", "target must look like module:attribute"),
+    ("tests.transports.conftest", "tests.transports.conftest has no app, mcp or server "
+                                  "attribute and no Server: name one"),
     ("tests.transports.apps:__name__", "is a str, not a Server, a Dispatcher, an ASGI app"),
 ])
 def test_unusable_targets_are_one_line_errors(target: str, message: str) -> None:
     with pytest.raises(ValueError, match="^[^\n]*$") as caught:
         load_dispatcher(target, None)
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(("body", "found"), [
+    ("from mrtr import Server\nmcp = Server('m')\napp = 1\n", "mcp"),  # app is no Server
+    ("from mrtr import Server\nserver = Server('s')\n", "server"),
+    ("from mrtr import Server\nbilling = Server('b')\n", "billing"),  # the only Server
+])
+def test_18_a_file_alone_names_its_server(tmp_path: Path, body: str, found: str) -> None:
+    path = tmp_path / "target_file_bare.py"
+    path.write_text(body)
+    try:
+        assert absolute_target(str(path)) == f"{path}:{found}"
+        assert load_dispatcher(str(path), None).server.name == found[0]
+    finally:
+        sys.modules.pop("target_file_bare", None)
+
+
+def test_18_a_file_with_two_servers_and_no_app_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "target_file_two.py"
+    path.write_text("from mrtr import Server\na = Server('a')\nb = Server('b')\n")
+    try:
+        with pytest.raises(ValueError, match="has no app, mcp or server attribute and Servers "
+                           "a, b: name one, e.g. .*target_file_two.py:a$"):
+            load_target(str(path))
+    finally:
+        sys.modules.pop("target_file_two", None)
+
+
+def test_18_a_module_alone_is_a_target() -> None:
+    assert load_target("examples.bookings").name == "brightgrid"  # type: ignore[union-attr]
 
 
 def test_a_file_without_the_attribute_is_one_line(tmp_path: Path) -> None:

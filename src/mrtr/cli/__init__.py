@@ -16,8 +16,11 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 # `run=<callable(args) -> int>` as a default; main() only dispatches. main() imports just the
 # module of the command it runs, so `mrtr serve` never loads the client stack (httpx, pygments)
 # and each server worker stays small. New modules join MODULES and COMMANDS.
-MODULES = ("mrtr.cli._serve_cli", "mrtr.cli._call", "mrtr.cli._check_cli")
+MODULES = ("mrtr.cli._serve_cli", "mrtr.cli._call", "mrtr.cli._dev", "mrtr.cli._install",
+           "mrtr.cli._check_cli")
 COMMANDS = {
+    "dev": "mrtr.cli._dev",
+    "install": "mrtr.cli._install",
     "serve": "mrtr.cli._serve_cli",
     "keys": "mrtr.cli._serve_cli",
     "check": "mrtr.cli._check_cli",

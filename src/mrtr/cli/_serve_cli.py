@@ -14,6 +14,7 @@ _SERVE_EXAMPLES = """\
 examples:
   mrtr serve examples.bookings:app                 module:attribute, from the working directory
   mrtr serve examples/bookings.py:app --port 9000  file.py:attribute
+  mrtr serve examples/bookings.py                  its app, mcp or server (or only Server)
   mrtr serve app.py:app --port 0                   any free port (the log shows which)
   mrtr serve app.py:app --stdio                    for `mrtr call --stdio` and desktop clients
   MRTR_STATE_KEYS=$(mrtr keys generate) mrtr serve app.py:app --host 0.0.0.0 \\

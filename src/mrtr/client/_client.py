@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sized
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence, Sized
 from importlib import metadata
 from types import TracebackType
 from typing import TypeVar
@@ -83,7 +83,7 @@ from ._requests import (
 )
 from ._stepping import ManualFlow
 from ._tools import ToolIndex
-from ._transport import Transport
+from ._transport import InProcess, Transport, transport_for
 
 __all__ = ["Client"]
 
@@ -105,6 +105,7 @@ def _default_info() -> Implementation:
 class Client:
     """An MCP 2026-07-28 client over any Transport; use as an async context manager.
 
+    `transport` may also be a URL, a command line or an in-process Server (`mrtr.connect`).
     `handlers` decide the declared capabilities unless `capabilities` is given (for manual
     stepping, where no handler answers); `max_rounds` caps MRTR rounds per call;
     `timeout` (seconds, None for no deadline) bounds each whole call, all pages, rounds and
@@ -114,7 +115,7 @@ class Client:
 
     def __init__(
         self,
-        transport: Transport,
+        transport: Transport | str | Sequence[str] | InProcess,
         *,
         handlers: Handlers | None = None,
         capabilities: ClientCapabilities | None = None,
@@ -125,7 +126,7 @@ class Client:
         clock: Callable[[], float] = time.monotonic,
         mode: Mode = "auto",
     ) -> None:
-        self.transport = transport
+        self.transport = transport_for(transport)
         self.handlers = handlers or Handlers()
         self.capabilities = capabilities  # None: follow the handlers
         self.max_rounds = max_rounds
@@ -136,8 +137,8 @@ class Client:
         self._ids = itertools.count(1)
         self._tokens = itertools.count(1)
         self._cache = TTLCache(clock)
-        self._tools = ToolIndex(check_headers=transport.sends_headers)
-        self.era = Era(transport, mode, handlers=self.handlers, client_info=self.client_info)
+        self._tools = ToolIndex(check_headers=self.transport.sends_headers)
+        self.era = Era(self.transport, mode, handlers=self.handlers, client_info=self.client_info)
 
     async def __aenter__(self) -> Client:
         return self

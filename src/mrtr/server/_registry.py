@@ -9,9 +9,9 @@ import asyncio
 import functools
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from mrtr.protocol import (
     UNSET,
@@ -32,6 +32,9 @@ from mrtr.server._schema import (
     return_schema,
     signature_schema,
 )
+
+if TYPE_CHECKING:  # the transports layer sits above this one: never imported at run time here
+    from mrtr.transports._launch import ServerApp
 
 __all__ = ["CachePolicy", "Server"]
 
@@ -276,6 +279,40 @@ class Server:
             return fn
 
         return register
+
+    # -- serving (the transports layer, imported only when called: DESIGN §3) -------------------
+    def run(
+        self,
+        transport: Literal["stdio", "http"] = "stdio",
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        workers: int = 1,
+        path: str = "/mcp",
+        log_level: str = "info",
+    ) -> None:
+        """Serve this server as `mrtr serve` does: over stdio (default) or HTTP (uvicorn)."""
+        from mrtr.transports._launch import run
+
+        run(self, transport, host=host, port=port, workers=workers, path=path,
+            log_level=log_level)
+
+    def http_app(
+        self,
+        path: str = "/mcp",
+        *,
+        allowed_hosts: Sequence[str] | None = None,
+        allowed_origins: Sequence[str] | None = None,
+        authenticator: Callable[[Mapping[str, str]], Awaitable[str | None]] | None = None,
+    ) -> ServerApp:
+        """The ASGI app serving this server on `path`; the options are `McpApp`'s.
+
+        Keys come from MRTR_STATE_KEYS (else an ephemeral key), the store from MRTR_STORE.
+        """
+        from mrtr.transports._launch import http_app
+
+        return http_app(self, path=path, allowed_hosts=allowed_hosts,
+                        allowed_origins=allowed_origins, authenticator=authenticator)
 
     # -- lookups used by the dispatcher ---------------------------------------------------------
     def match_template(self, uri: str) -> tuple[ResourceEntry, dict[str, str]] | None:

@@ -8,17 +8,26 @@ import importlib
 from typing import TYPE_CHECKING
 
 from mrtr.transports._asgi import Authenticator, McpApp, Unauthorized
+from mrtr.transports._launch import ServerApp
 from mrtr.transports._stdio_server import serve_stdio
 
 if TYPE_CHECKING:
+    from mrtr.transports._connect import connect, transport_for
     from mrtr.transports._http_client import HTTPTransport
-    from mrtr.transports._stdio_client import StdioTransport
+    from mrtr.transports._memory import MemoryTransport
+    from mrtr.transports._stdio_client import TAIL, ServerExited, StdioTransport
 
-__all__ = ["Authenticator", "HTTPTransport", "McpApp", "serve_stdio", "StdioTransport",
-           "Unauthorized"]
+__all__ = ["Authenticator", "connect", "HTTPTransport", "McpApp", "MemoryTransport",
+           "serve_stdio", "ServerApp", "ServerExited", "StdioTransport", "TAIL",
+           "transport_for", "Unauthorized"]
 
 _LAZY = {"HTTPTransport": "mrtr.transports._http_client",
-         "StdioTransport": "mrtr.transports._stdio_client"}
+         "StdioTransport": "mrtr.transports._stdio_client",
+         "ServerExited": "mrtr.transports._stdio_client",
+         "TAIL": "mrtr.transports._stdio_client",
+         "MemoryTransport": "mrtr.transports._memory",
+         "connect": "mrtr.transports._connect",
+         "transport_for": "mrtr.transports._connect"}
 
 
 def __getattr__(name: str) -> object:

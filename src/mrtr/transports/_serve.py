@@ -68,6 +68,7 @@ def serve(
     log_level: str = "info",
     ask_timeout: float = ASK_TIMEOUT,
     store: str | None = None,
+    loaded: Server | None = None,
 ) -> int:
     """Serve `target` (`module:attribute` or `file.py:attribute`) until SIGINT/SIGTERM or EOF.
 
@@ -77,11 +78,13 @@ def serve(
     or `name:port`). `port` 0 picks a free port. `ask_timeout` (seconds) bounds each wait
     for a 2025 session client's answer to a server request. `store` is a store URL (default
     MRTR_STORE, else a SQLite file in a private temp directory shared by the workers; "none": no
-    store). Returns the process exit status. Raises ValueError for a bad setting, target or key.
+    store). `loaded` is the Server `target` names, when the caller holds it (`Server.run`).
+    Returns the process exit status. Raises ValueError for a bad setting, target or key.
     """
     _check_settings(port, workers, path, ask_timeout)
     _import_path()
-    obj = load_target(target)  # fail early: before keys, sockets or worker processes
+    # fail early: before keys, sockets or worker processes
+    obj = loaded if loaded is not None else load_target(target)
     with store_url(store, workers) as url:
         return _serve(target, obj, host=host, port=port, workers=workers, path=path,
                       stdio=stdio, keys=keys, key_file=key_file, allowed_hosts=allowed_hosts,

@@ -1,7 +1,8 @@
 """load_target: turn a `mrtr serve` target into what it serves, sealing with this run's keys.
 
 A target is `module:attribute` or `path/to/file.py:attribute`; the attribute is a Server, a
-Dispatcher, an ASGI app, or a zero-argument factory function returning one of these.
+Dispatcher, an ASGI app, or a zero-argument factory function returning one of these. Without
+`:attribute`, the module's `app`, `mcp` or `server` (else its only Server) is the target.
 """
 
 # Design: keys are a deployment setting, so `MRTR_STATE_KEYS` (or the key `--workers` shares)
@@ -38,6 +39,7 @@ log = logging.getLogger("mrtr.serve")
 _PROBE = Binding(method="mrtr/serve", target="key-check", arguments_digest=b"", principal=None)
 _WANTED = "not a Server, a Dispatcher, an ASGI app or a function returning one"
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_DEFAULT_NAMES = ("app", "mcp", "server")  # what FastMCP and the official SDK look for
 
 
 def load_target(target: str) -> Server | Dispatcher | ASGIApp:
@@ -85,20 +87,48 @@ def with_keys(obj: Server | Dispatcher, keys: Sequence[bytes] | None) -> Dispatc
 
 
 def absolute_target(target: str) -> str:
-    """`target` with a file path made absolute (worker processes may resolve it elsewhere)."""
+    """`target` with a file path made absolute (worker processes may resolve it elsewhere)
+    and its attribute named (a bare `file.py` imports the file to find it)."""
+    source, attribute = _split(target)
+    if attribute is None:
+        attribute = _default_attribute(_import_module(source), source)
+    if _is_path(source):
+        source = str(Path(source).resolve())
+    return f"{source}:{attribute}"
+
+
+def _split(target: str) -> tuple[str, str | None]:
     source, sep, attribute = target.rpartition(":")
-    if sep and _is_path(source):
-        return f"{Path(source).resolve()}:{attribute}"
-    return target
+    if not sep and target and not target.endswith(":"):
+        return target, None  # module or file.py alone
+    if not source or not attribute:
+        raise ValueError(f"target must look like module:attribute, path/to/file.py:attribute "
+                         f"or path/to/file.py, got {target!r}")
+    return source, attribute
+
+
+def _import_module(source: str) -> ModuleType:
+    return _import_file(source) if _is_path(source) else importlib.import_module(source)
+
+
+def _default_attribute(module: ModuleType, source: str) -> str:
+    """`app`, `mcp` or `server` when servable, else the module's only Server."""
+    for name in _DEFAULT_NAMES:
+        if _servable(getattr(module, name, None)):
+            return name
+    found = [name for name, value in vars(module).items() if isinstance(value, Server)]
+    if len(found) == 1:
+        return found[0]
+    listed = f"Servers {', '.join(found)}" if found else "no Server"
+    raise ValueError(f"{source} has no app, mcp or server attribute and {listed}: "
+                     f"name one, e.g. {source}:{found[0] if found else 'app'}")
 
 
 def _import_target(target: str) -> tuple[ModuleType, object]:
-    source, sep, attribute = target.rpartition(":")
-    if not sep or not source or not attribute:
-        raise ValueError(
-            f"target must look like module:attribute or path/to/file.py:attribute, got {target!r}"
-        )
-    module = _import_file(source) if _is_path(source) else importlib.import_module(source)
+    source, attribute = _split(target)
+    module = _import_module(source)
+    if attribute is None:
+        attribute = _default_attribute(module, source)
     obj: object = module
     for part in attribute.split("."):
         try:

@@ -1,0 +1,153 @@
+"""`mrtr dev TARGET`: serve over HTTP with debug logging, restarting when a source file changes."""
+
+# Design: uvicorn's reloader (watchfiles, from uvicorn[standard]) binds the socket in this process
+# and runs the app in a child that it restarts on every change, so the child builds the app by
+# name (`dev_app`) from environment variables set here, as `mrtr serve --workers` does. One key
+# (MRTR_STATE_KEYS, else the per-user key file, else one made for this run) and one private
+# SQLite store serve every restart: a form in progress survives a reload.
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shlex
+import sys
+from pathlib import Path
+
+__all__ = ["dev_app", "register"]
+
+_TARGET_ENV = "MRTR_DEV_TARGET"
+_PATH_ENV = "MRTR_DEV_PATH"
+_LEVEL_ENV = "MRTR_DEV_LOG_LEVEL"
+_TYPES = {"string": "TEXT", "integer": "INT", "number": "NUMBER", "boolean": "true",
+          "array": "'[...]'", "object": "'{...}'"}
+
+_EXAMPLES = """\
+examples:
+  mrtr dev examples/bookings.py                 reload on changes next to the file
+  mrtr dev examples.bookings:app --port 9000    module:attribute, from the working directory
+  mrtr dev app.py --reload-dir src --reload-dir lib
+"""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the `dev` subcommand."""
+    dev = subparsers.add_parser(
+        "dev", help="serve over HTTP for development: reload on file changes, debug logs",
+        description="Serve TARGET over Streamable HTTP with debug logging; the server restarts "
+        "when a .py file under the watched folders changes. Prints the URL and an `mrtr call` "
+        "line to try.", epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    dev.add_argument("target", metavar="TARGET",
+                     help="module:attribute, path/to/file.py:attribute or path/to/file.py")
+    dev.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    dev.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one")
+    dev.add_argument("--path", default="/mcp", help="the MCP endpoint path (default /mcp)")
+    dev.add_argument("--reload-dir", action="append", default=None, metavar="DIR",
+                     help="watch this folder (repeatable; default: the target file's folder, "
+                     "or the working directory for a module)")
+    dev.add_argument("--log-level", default="debug",
+                     choices=["critical", "error", "warning", "info", "debug"])
+    dev.set_defaults(run=_run_dev)
+
+
+def _run_dev(args: argparse.Namespace) -> int:
+    from mrtr.transports._target import absolute_target, load_target
+
+    if not args.path.startswith("/"):
+        print(f"mrtr dev: --path must start with '/', got {args.path!r}", file=sys.stderr)
+        return 2
+    sys.path.insert(0, os.getcwd())
+    try:
+        target = absolute_target(args.target)
+        obj = load_target(target)
+    except (ValueError, ImportError) as exc:
+        print(f"mrtr dev: {exc}", file=sys.stderr)
+        return 2
+    source = target.rpartition(":")[0]
+    dirs = args.reload_dir or [str(Path(source).parent) if source.endswith(".py")
+                               else os.getcwd()]
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)  # one line per change is enough
+    os.environ.update({_TARGET_ENV: target, _PATH_ENV: args.path,
+                       _LEVEL_ENV: args.log_level.upper()})
+    _share_key()
+    return _serve(args, obj, [str(Path(d).resolve()) for d in dirs])
+
+
+def _share_key() -> None:
+    from mrtr.server import generate_key
+    from mrtr.transports._keyfile import default_key_file, read_or_create_key
+    from mrtr.transports._target import KEYS_ENV
+
+    if os.environ.get(KEYS_ENV):
+        return
+    ephemeral = os.environ.get("MRTR_EPHEMERAL_KEY", "") not in ("", "0")
+    path = None if ephemeral else default_key_file(os.environ)
+    try:
+        key = read_or_create_key(path).hex() if path is not None else generate_key()
+    except (OSError, ValueError) as exc:
+        logging.getLogger("mrtr.dev").warning("cannot use the key file (%s): a key for this "
+                                              "run only", exc)
+        key = generate_key()
+    os.environ[KEYS_ENV] = key  # every restarted child seals and opens with it
+
+
+def _serve(args: argparse.Namespace, obj: object, dirs: list[str]) -> int:
+    import uvicorn
+    from uvicorn.supervisors import ChangeReload
+
+    from mrtr.stores import ENV_STORE
+    from mrtr.transports._stores import store_url
+
+    config = uvicorn.Config("mrtr.cli._dev:dev_app", factory=True, host=args.host,
+                            port=args.port, reload=True, reload_dirs=dirs,
+                            log_level=args.log_level, access_log=False, lifespan="on")
+    with store_url(None, workers=2) as url:  # "2": the store must outlive each child
+        if url is not None:
+            os.environ[ENV_STORE] = url
+        sock = config.bind_socket()
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        endpoint = f"http://{host}:{sock.getsockname()[1]}{args.path}"
+        print(f"mrtr dev: serving on {endpoint}; restarts when a .py file under "
+              f"{', '.join(dirs)} changes", flush=True)
+        print(f"  try: {try_line(endpoint, obj)}", flush=True)
+        ChangeReload(config, target=uvicorn.Server(config).run, sockets=[sock]).run()
+    return 0
+
+
+def try_line(endpoint: str, obj: object) -> str:
+    """An `mrtr call` command for the first tool, with a placeholder per required argument."""
+    from mrtr.server import Dispatcher, Server
+    from mrtr.transports import McpApp
+
+    server = obj.dispatcher.server if isinstance(obj, McpApp) else obj
+    server = server.server if isinstance(server, Dispatcher) else server
+    if not isinstance(server, Server) or not server.tables.tools:
+        return f"mrtr tools {endpoint}"
+    name, entry = next(iter(server.tables.tools.items()))
+    schema = entry.tool.input_schema
+    properties = schema.get("properties", {})
+    words = ["mrtr", "call", endpoint, name]
+    for argument in schema.get("required", []):
+        kind = properties.get(argument, {}).get("type") if isinstance(properties, dict) else None
+        words.append(f"{argument}={_TYPES.get(str(kind), 'VALUE')}")
+    return " ".join(word if word.startswith("'") or "=" in word else shlex.quote(word)
+                    for word in words)
+
+
+def dev_app() -> object:
+    """The uvicorn factory run in each (re)started child: everything comes from the env."""
+    from mrtr.server import Dispatcher, Server, parse_keys
+    from mrtr.stores import ENV_STORE
+    from mrtr.transports import McpApp
+    from mrtr.transports._stores import with_store
+    from mrtr.transports._target import KEYS_ENV, load_target, with_keys
+
+    env = os.environ
+    logging.basicConfig(stream=sys.stderr, level=env.get(_LEVEL_ENV, "DEBUG"),
+                        format="%(levelname)s %(name)s: %(message)s")
+    sys.path.insert(0, os.getcwd())
+    obj = load_target(env[_TARGET_ENV])
+    if isinstance(obj, Server | Dispatcher):
+        dispatcher = with_keys(obj, parse_keys(env[KEYS_ENV]))
+        return McpApp(with_store(dispatcher, env.get(ENV_STORE) or None), path=env[_PATH_ENV])
+    return obj
