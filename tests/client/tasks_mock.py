@@ -72,6 +72,13 @@ class TaskServer:
         method = request["method"]
         params: JSONDict = request["params"]
         caps = params["_meta"]["io.modelcontextprotocol/clientCapabilities"]
+        if method == "server/discover":
+            return ok(request, {
+                "resultType": "complete", "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {}, "extensions": {TASKS: {}}},
+                "ttlMs": 0, "cacheScope": "public",
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "tasks-mock",
+                                                                 "version": "1"}}})
         if method == "tools/list":
             return ok(request, {"tools": [], "ttlMs": 60_000, "cacheScope": "private"})
         if method == "tools/call":

@@ -16,11 +16,12 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 # `run=<callable(args) -> int>` as a default; main() only dispatches. main() imports just the
 # module of the command it runs, so `mrtr serve` never loads the client stack (httpx, pygments)
 # and each server worker stays small. New modules join MODULES and COMMANDS.
-MODULES = ("mrtr.cli._serve_cli", "mrtr.cli._call")
+MODULES = ("mrtr.cli._serve_cli", "mrtr.cli._call", "mrtr.cli._tasks_cli")
 COMMANDS = {
     "serve": "mrtr.cli._serve_cli",
     "keys": "mrtr.cli._serve_cli",
     **dict.fromkeys(("call", "tools", "prompts", "resources", "read", "prompt"), "mrtr.cli._call"),
+    "tasks": "mrtr.cli._tasks_cli",
 }
 
 
