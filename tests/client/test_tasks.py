@@ -408,3 +408,15 @@ def test_poll_interval_is_clamped(poll_ms: int | None, seconds: float) -> None:
     assert state.poll_seconds(ClientLimits()) == seconds
     custom = ClientLimits(poll_interval=2.0, min_poll_interval=0.5, max_poll_interval=5.0)
     assert 0.5 <= state.poll_seconds(custom) <= 5.0
+
+
+def test_task_requests_carry_no_progress_token() -> None:
+    app = MockServer(TaskServer([working(), completed()]))
+
+    async def go() -> None:
+        async with client_for(app) as client:
+            await client.call_tool("slow_compute", {}, progress=lambda p, t, m: None)
+
+    run(go())
+    assert "progressToken" in app.bodies("tools/call")[0]["params"]["_meta"]
+    assert all("progressToken" not in b["params"]["_meta"] for b in app.bodies("tasks/get"))
