@@ -8,6 +8,7 @@
 # catch up (`tasks/update` is eventually consistent), and the spec says to de-duplicate.
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
@@ -143,6 +144,7 @@ def task_flow(
     """
     task_id = state.task_id
     assert task_id is not None
+    new_meta = functools.partial(_without_progress, new_meta)  # tasks have no progress
     idle = state.status == "working"
     if pending:
         asked = yield from _answer(pending, state, max_rounds, limits, asked, new_id, new_meta)
@@ -160,6 +162,10 @@ def task_flow(
         idle = not todo
         if todo:
             asked = yield from _answer(todo, state, max_rounds, limits, asked, new_id, new_meta)
+
+
+def _without_progress(new_meta: Callable[[], RequestMeta]) -> RequestMeta:
+    return msgspec.structs.replace(new_meta(), progress_token=UNSET)
 
 
 def _checked(reply: object, task_id: str) -> GetTaskResult:
