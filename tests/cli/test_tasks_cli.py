@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -202,3 +203,22 @@ def test_describe_lists_what_a_task_waits_for() -> None:
     assert describe(_task("input_required")).splitlines() == [
         f"task {TASK_ID}: input required",
         "  waiting for a (elicitation/create) question a?"]
+
+
+
+def test_call_on_a_terminal_draws_a_spinner_line_and_wipes_it(live: tuple[str, Switch]) -> None:
+    import pexpect  # type: ignore[import-untyped]
+
+    url, switch = live
+    switch.server = TaskServer([working("1/2"), working("2/2"), completed("report ready")],
+                               poll_ms=300)
+    cmd = [sys.executable, "-c", LAUNCH, "call", url, "report"]
+    child = pexpect.spawn(cmd[0], cmd[1:], cwd=str(ROOT), encoding="utf-8", timeout=20)
+    child.logfile_read = screen = io.StringIO()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, screen.getvalue()
+    out = screen.getvalue()
+    assert re.search(rf"\r\x1b\[K\S task {TASK_ID}: working - 2/2", out), out
+    assert "mrtr: task" not in out  # no plain lines on a terminal
+    assert out.rstrip().endswith("\r\x1b[Kreport ready"), out  # wiped before the result
