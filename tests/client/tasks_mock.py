@@ -62,6 +62,7 @@ class TaskServer:
     poll_ms: int | None = 1  # on the CreateTaskResult
     mrtr: list[JSONDict] = field(default_factory=list)  # input_required results before the task
     raw_get: Callable[[JSONDict], JSONDict] | None = None  # replaces the whole tasks/get result
+    raw_create: Callable[[JSONDict], JSONDict] | None = None  # replaces the CreateTaskResult
     rude: bool = False  # makes a task even for a client that did not declare the extension
     gets: int = 0
     calls: list[JSONDict] = field(default_factory=list)
@@ -105,7 +106,8 @@ class TaskServer:
             return ok(request, {"resultType": "input_required", **self.mrtr[round_no - 1]})
         if TASKS not in caps.get("extensions", {}) and not self.rude:
             return ok(request, {"content": [{"type": "text", "text": "sync"}]})
-        return ok(request, {"resultType": "task", **task_fields(poll_ms=self.poll_ms)})
+        created: JSONDict = {"resultType": "task", **task_fields(poll_ms=self.poll_ms)}
+        return ok(request, self.raw_create(created) if self.raw_create else created)
 
     def _get(self) -> JSONDict:
         self.gets += 1

@@ -265,6 +265,22 @@ def test_malformed_detailed_task_is_a_clear_error(raw_get: Any) -> None:
     assert server.cancels == ([] if settled else [TASK_ID])
 
 
+@pytest.mark.parametrize("raw_create", [
+    _drop("taskId"), _drop("ttlMs"), lambda r: {**r, "status": 7},
+    lambda r: {**r, "resultType": "tasks"},
+], ids=["no-taskId", "no-ttlMs", "bad-status", "unknown-resultType"])
+def test_malformed_create_task_result_is_a_clear_error(raw_create: Any) -> None:
+    server = TaskServer([completed()], raw_create=raw_create)
+
+    async def go() -> None:
+        async with client_for(MockServer(server), timeout=5) as client:
+            await client.call_tool("slow_compute", {})
+
+    with pytest.raises(UnexpectedResult):
+        run(go())
+    assert server.gets == 0
+
+
 def test_a_task_without_the_extension_declared_is_unexpected() -> None:
     server = TaskServer([completed()])
     app = MockServer(server)
