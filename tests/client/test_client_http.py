@@ -12,6 +12,7 @@ import pytest
 
 from mrtr.client import ClientError, Handlers, InputRefused, TooManyRounds, UnexpectedResult
 from mrtr.errors import HeaderMismatch, InvalidParams, UnsupportedProtocolVersion
+from mrtr.protocol import TASKS_EXTENSION as TASKS
 from mrtr.protocol import ElicitRequestParams, ElicitResult, PromptReference, TextContent
 
 from .mocks import VERSION, JSONDict, MockServer, Reply, client_for, fail, ok
@@ -66,7 +67,7 @@ def test_tools_call_stamps_meta_and_headers() -> None:
     run(go())
     for headers, body in app.seen:
         meta = body["params"]["_meta"]
-        assert meta["io.modelcontextprotocol/clientCapabilities"] == {}
+        assert meta["io.modelcontextprotocol/clientCapabilities"] == {"extensions": {TASKS: {}}}
         assert meta["io.modelcontextprotocol/clientInfo"]["name"] == "mrtr"
         assert headers["mcp-protocol-version"] == VERSION
     assert app.headers_of("tools/call")[0]["mcp-name"] == "add_numbers"
@@ -97,7 +98,7 @@ def test_first_request_refused_with_32022_is_retried() -> None:
     meta = retry["params"]["_meta"]
     assert meta["io.modelcontextprotocol/protocolVersion"] == VERSION
     assert meta["io.modelcontextprotocol/clientCapabilities"] == {
-        "roots": {}, "elicitation": {"form": {}}}
+        "roots": {}, "elicitation": {"form": {}}, "extensions": {TASKS: {}}}
 
 
 def test_unsupported_version_without_overlap_raises() -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from mrtr.client import ClientError, Handlers, InputRefused
 from mrtr.errors import MissingRequiredClientCapability, from_wire
+from mrtr.protocol import TASKS_EXTENSION as TASKS
 from mrtr.protocol import (
     CallToolResult,
     ClientCapabilities,
@@ -114,7 +115,8 @@ def test_handlers_answer_a_round_concurrently() -> None:
     assert peak == 2
     caps = app.bodies("tools/call")[0]["params"]["_meta"][
         "io.modelcontextprotocol/clientCapabilities"]
-    assert caps == {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
+    assert caps == {"elicitation": {"form": {}}, "sampling": {}, "roots": {},
+                    "extensions": {TASKS: {}}}
 
 
 def test_sampling_with_tools_needs_sampling_tools() -> None:
@@ -168,4 +170,6 @@ def test_manual_mode_declares_the_capabilities_given_issue19() -> None:
     asyncio.run(go())
     metas = [b["params"]["_meta"] for b in app.bodies("tools/call")]
     key = "io.modelcontextprotocol/clientCapabilities"
-    assert metas[0][key] == {} and metas[1][key] == {"elicitation": {"form": {}}, "roots": {}}
+    tasks = {"extensions": {TASKS: {}}}
+    assert metas[0][key] == tasks
+    assert metas[1][key] == {"elicitation": {"form": {}}, "roots": {}, **tasks}

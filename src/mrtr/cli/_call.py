@@ -25,6 +25,7 @@ from ._call_args import check_sampler, check_url, is_url, no_more, parse_argumen
 from ._escape import escape, escape_json
 from ._forms_tui import StdConsole, TerminalForms, TerminalSampler
 from ._render import render
+from ._task_status import TaskStatusLine, run_interruptible
 
 __all__ = ["parse_arguments", "register"]
 
@@ -41,7 +42,12 @@ async def _call(client: Client, args: argparse.Namespace, rest: list[str]) -> ob
     except ProtocolError:  # no list, no schema: the values are read as JSON when they parse
         tools = []
     schema = next((t.input_schema for t in tools if t.name == rest[0]), None)
-    return await client.call_tool(rest[0], parse_arguments(rest[1:], schema=schema))
+    status = TaskStatusLine()  # a task's progress on stderr (stdout stays for the result)
+    try:
+        return await client.call_tool(rest[0], parse_arguments(rest[1:], schema=schema),
+                                      on_task=status)
+    finally:
+        status.close()
 
 
 async def _prompt(client: Client, args: argparse.Namespace, rest: list[str]) -> object:
@@ -160,7 +166,7 @@ def _runner(command: Command) -> Callable[[argparse.Namespace], int]:
         # A plain loop (not asyncio.run) keeps Ctrl-C a KeyboardInterrupt inside input prompts.
         loop = asyncio.new_event_loop()
         try:
-            return loop.run_until_complete(_main(command, args))
+            return run_interruptible(loop, _main(command, args))  # Ctrl-C cancels a task
         finally:
             loop.close()
 

@@ -22,6 +22,8 @@ from mrtr.client._limits import ClientLimits
 from mrtr.client._requests import ProgressHandler
 from mrtr.client._session import VersionRefused
 from mrtr.client._stepping import ManualFlow
+from mrtr.client._tasks import Tasks
+from mrtr.client._tasks_flow import TaskCancelled, TaskFailed, TaskObserver
 from mrtr.client._transport import (
     NotificationSink,
     SessionExpired,
@@ -54,6 +56,10 @@ __all__ = [
     "Sleep",
     "Step",
     "Suspended",
+    "TaskCancelled",
+    "TaskFailed",
+    "TaskObserver",
+    "Tasks",
     "TooManyInputs",
     "TooManyRounds",
     "Transport",

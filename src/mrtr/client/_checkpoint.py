@@ -3,7 +3,9 @@
 # Design: the checkpoint holds exactly what `call_flow` needs to continue: the original request
 # (retries are rebuilt from it), the pending input requests, the opaque requestState (kept as the
 # decoded string, so it is echoed unchanged) and the round number. Ids and `_meta` are fresh on
-# resume, so nothing in it ties the flow to the process that started it.
+# resume, so nothing in it ties the flow to the process that started it. Once the server made the
+# call a task, the checkpoint also holds the task id and the keys already answered, and resuming
+# it polls that task (the MRTR phase is over: there is no way back from a task to MRTR).
 from __future__ import annotations
 
 from typing import Literal
@@ -35,6 +37,8 @@ class _Checkpoint(msgspec.Struct, rename="camel", kw_only=True, frozen=True):
     input_requests: dict[str, InputRequest] = {}
     request_state: str | UnsetType = UNSET
     round: int
+    task_id: str | UnsetType = UNSET
+    answered: list[str] = []
 
 
 def dump_checkpoint(original: FlowRequest, suspended: Suspended) -> str:
@@ -46,6 +50,8 @@ def dump_checkpoint(original: FlowRequest, suspended: Suspended) -> str:
         input_requests=dict(reply.input_requests) if reply.input_requests is not UNSET else {},
         request_state=reply.request_state,
         round=suspended.round,
+        task_id=UNSET if suspended.task_id is None else suspended.task_id,
+        answered=sorted(suspended.answered),
     )
     return msgspec.json.encode(checkpoint).decode("utf-8")
 
@@ -67,4 +73,6 @@ def load_checkpoint(text: str | bytes) -> tuple[FlowRequest, Suspended]:
         input_requests=checkpoint.input_requests or UNSET,
         request_state=checkpoint.request_state,
     )
-    return request, Suspended(reply=reply, round=checkpoint.round)
+    task_id = None if checkpoint.task_id is UNSET else checkpoint.task_id
+    return request, Suspended(reply=reply, round=checkpoint.round, task_id=task_id,
+                              answered=frozenset(checkpoint.answered))

@@ -8,7 +8,6 @@
 # keep-alives, an endless cursor chain) may outlive `timeout`.
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence, Sized
@@ -32,6 +31,7 @@ from mrtr.protocol import (
     CompleteResult,
     CompletionArgument,
     CompletionContext,
+    CreateTaskResult,
     DiscoverRequest,
     DiscoverResult,
     GetPromptRequest,
@@ -67,9 +67,10 @@ from mrtr.protocol import (
 
 from ._cache import TTLCache
 from ._checkpoint import load_checkpoint
+from ._deadline import bounded
 from ._era import Era, Mode
 from ._errors import UnexpectedResult
-from ._flow import FlowRequest, Fulfil, Step, call_flow, drive
+from ._flow import FlowRequest, Fulfil, Step, TaskRequest, call_flow, drive
 from ._handlers import Handlers, fulfil
 from ._limits import ClientLimits
 from ._paging import Page, walk
@@ -82,16 +83,15 @@ from ._requests import (
     request_headers,
 )
 from ._stepping import ManualFlow
+from ._tasks import TaskObserver, Tasks, TaskState, abandon_on_exit, with_tasks
 from ._tools import ToolIndex
 from ._transport import InProcess, Transport, transport_for
 
 __all__ = ["Client"]
 
 ResultT = TypeVar("ResultT")
-DEFAULT_TIMEOUT = 300.0
-
-
 PageT = TypeVar("PageT", bound=Page)
+DEFAULT_TIMEOUT = 300.0
 
 
 def _default_info() -> Implementation:
@@ -111,6 +111,7 @@ class Client:
     `timeout` (seconds, None for no deadline) bounds each whole call, all pages, rounds and
     handlers included (raises TimeoutError); `limits` caps pages and input requests.
     `mode`: "auto" probes once for 2026-07-28 or `initialize` (2025); see docs/client.md.
+    `declare_tasks=False` stops declaring the tasks extension (`client.tasks`, docs/client.md).
     """
 
     def __init__(
@@ -125,6 +126,7 @@ class Client:
         client_info: Implementation | None = None,
         clock: Callable[[], float] = time.monotonic,
         mode: Mode = "auto",
+        declare_tasks: bool = True,
     ) -> None:
         self.transport = transport_for(transport)
         self.handlers = handlers or Handlers()
@@ -139,6 +141,8 @@ class Client:
         self._cache = TTLCache(clock)
         self._tools = ToolIndex(check_headers=self.transport.sends_headers)
         self.era = Era(self.transport, mode, handlers=self.handlers, client_info=self.client_info)
+        self.declare_tasks = declare_tasks
+        self.tasks = Tasks(self)
 
     async def __aenter__(self) -> Client:
         return self
@@ -228,11 +232,11 @@ class Client:
 
     async def call_tool(
         self, name: str, arguments: JSONObject | None = None, *,
-        progress: ProgressHandler | None = None,
+        progress: ProgressHandler | None = None, on_task: TaskObserver | None = None,
     ) -> CallToolResult:
-        """Call a tool, answering input requests through the handlers, until its final result."""
+        """Call a tool, answering input requests and following a task, until its final result."""
         request = self._tool_request(name, arguments, progress is not None)
-        return await self._flow(request, CallToolResult, progress)
+        return await self._flow(request, CallToolResult, progress, TaskState(observer=on_task))
 
     async def get_prompt(
         self, name: str, arguments: Mapping[str, str] | None = None
@@ -255,9 +259,9 @@ class Client:
         self, name: str, arguments: JSONObject | None = None
     ) -> ManualFlow[CallToolResult]:
         """A tool call stepped by hand: see ManualFlow (handlers are not used)."""
-        request = self._tool_request(name, arguments, False)
-        flow = self._new_flow(request, CallToolResult, False)
-        return ManualFlow(request, flow, send=self._send_bounded)
+        request, state = self._tool_request(name, arguments, False), TaskState()
+        flow = self._new_flow(request, CallToolResult, False, state)
+        return ManualFlow(request, flow, send=self._send_bounded, tasks=state)
 
     def resume(
         self, checkpoint: str | bytes
@@ -266,11 +270,13 @@ class Client:
         request, suspended = load_checkpoint(checkpoint)
         expect: type[CallToolResult | GetPromptResult | ReadResourceResult]
         expect = METHODS[request.method].result_type  # type: ignore[assignment]
+        state = TaskState() if isinstance(request, CallToolRequest) else None
         flow = call_flow(
             request, expect, new_id=self._next_id, new_meta=self._meta,
-            max_rounds=self.max_rounds, resume=suspended, limits=self.limits,
+            max_rounds=self.max_rounds, resume=suspended, limits=self.limits, tasks=state,
         )
-        return ManualFlow(request, flow, send=self._send_bounded, suspended=suspended)
+        return ManualFlow(request, flow, send=self._send_bounded, suspended=suspended,
+                          tasks=state)
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -284,40 +290,32 @@ class Client:
         return CallToolRequest(id=self._next_id(), params=params)
 
     def _new_flow(
-        self, request: FlowRequest, expect: type[ResultT], progress: bool
+        self, request: FlowRequest, expect: type[ResultT], progress: bool,
+        tasks: TaskState | None = None,
     ) -> Generator[Step, object, ResultT]:
         return call_flow(
             request, expect, new_id=self._next_id, new_meta=lambda: self._meta(progress),
-            max_rounds=self.max_rounds, limits=self.limits,
+            max_rounds=self.max_rounds, limits=self.limits, tasks=tasks,
         )
 
     async def _flow(
-        self, request: FlowRequest, expect: type[ResultT], progress: ProgressHandler | None
+        self, request: FlowRequest, expect: type[ResultT], progress: ProgressHandler | None,
+        tasks: TaskState | None = None,
     ) -> ResultT:
-        async def send(req: FlowRequest) -> object:
+        async def send(req: FlowRequest | TaskRequest) -> object:
             return await self._send(req, progress=progress)
 
         async def answer(step: Fulfil) -> Mapping[str, object]:
             return await fulfil(self.handlers, step.input_requests, step.round)
 
-        flow = self._new_flow(request, expect, progress is not None)
-        return await self._bounded(drive(flow, send=send, fulfil=answer))
+        flow = self._new_flow(request, expect, progress is not None, tasks)
+        work = self._bounded(drive(flow, send=send, fulfil=answer))
+        return await abandon_on_exit(work, tasks, self.tasks._cancel)
 
     async def _bounded(self, work: Awaitable[ResultT]) -> ResultT:
-        """Await `work` within `timeout`; raises TimeoutError naming the deadline."""
-        if self.timeout is None:
-            return await work
-        scope = asyncio.timeout(self.timeout)
-        try:
-            async with scope:
-                return await work
-        except TimeoutError:
-            if not scope.expired():
-                raise
-            raise TimeoutError(f"no result within the {self.timeout:g} s deadline "
-                               "(Client timeout)") from None
+        return await bounded(work, self.timeout)
 
-    async def _send_bounded(self, request: FlowRequest) -> object:
+    async def _send_bounded(self, request: FlowRequest | TaskRequest) -> object:
         return await self._bounded(self._send(request))
 
     def _next_id(self) -> int:
@@ -325,10 +323,10 @@ class Client:
 
     def _meta(self, progress: bool = False) -> RequestMeta:
         token: ProgressToken | UnsetType = f"progress-{next(self._tokens)}" if progress else UNSET
+        caps = self.capabilities if self.capabilities is not None else self.handlers.capabilities()
         return RequestMeta(
             protocol_version=self.protocol_version,
-            client_capabilities=(self.capabilities if self.capabilities is not None
-                                 else self.handlers.capabilities()),
+            client_capabilities=with_tasks(caps) if self.declare_tasks else caps,
             client_info=self.client_info,
             progress_token=token,
         )
@@ -362,6 +360,9 @@ class Client:
             if isinstance(message, JSONRPCResultResponse):
                 if message.id != request.id:
                     raise UnexpectedResult(f"response id {message.id!r} != {request.id!r}")
+                if isinstance(message.result, CreateTaskResult) and (  # never in 2025 (§7)
+                        not self.declare_tasks or self.era.session is not None):
+                    raise UnexpectedResult("a task, but the tasks extension was not declared")
                 return message.result
             if not isinstance(message, JSONRPCErrorResponse):
                 raise UnexpectedResult("the server sent a notification instead of a response")

@@ -8,25 +8,25 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias, TypeVar
+from typing import Protocol, TypeVar
 
 import msgspec
 
 from mrtr.protocol import (
     UNSET,
-    CallToolRequest,
-    GetPromptRequest,
-    InputRequest,
+    CreateTaskResult,
     InputRequiredResult,
-    ReadResourceRequest,
     RequestId,
     RequestMeta,
 )
 
 from ._errors import InputRefused, TooManyInputs, TooManyRounds, UnexpectedResult
 from ._limits import ClientLimits
+from ._steps import FlowRequest, Fulfil, Send, Sleep, Step, TaskRequest
+from ._tasks_flow import TaskState, as_result, task_flow
 
 __all__ = [
     "FlowRequest",
@@ -35,46 +35,27 @@ __all__ = [
     "Sleep",
     "Step",
     "Suspended",
+    "TaskRequest",
     "call_flow",
     "drive",
 ]
 
 ResultT = TypeVar("ResultT")
-FlowRequest: TypeAlias = CallToolRequest | GetPromptRequest | ReadResourceRequest
 DEFAULT_BACKOFF = 0.1
 
 
 @dataclass(frozen=True, slots=True)
-class Send:
-    """Send `request` and reply with the decoded result Struct."""
-
-    request: FlowRequest
-
-
-@dataclass(frozen=True, slots=True)
-class Fulfil:
-    """Answer every input request of round `round` (1-based); reply with {key: response}."""
-
-    input_requests: Mapping[str, InputRequest]
-    round: int
-
-
-@dataclass(frozen=True, slots=True)
-class Sleep:
-    """Wait `seconds` before a state-only retry; reply with None."""
-
-    seconds: float
-
-
-Step: TypeAlias = Send | Fulfil | Sleep
-
-
-@dataclass(frozen=True, slots=True)
 class Suspended:
-    """Where a flow stopped for input: the `input_required` reply of round `round`."""
+    """Where a flow stopped for input: the `input_required` reply of round `round`.
+
+    In a task (`task_id` set) `reply` holds the task's unanswered input requests (or none while
+    it works) and `answered` the keys already sent with `tasks/update`.
+    """
 
     reply: InputRequiredResult
     round: int
+    task_id: str | None = None
+    answered: frozenset[str] = frozenset()
 
 
 def call_flow(
@@ -87,6 +68,7 @@ def call_flow(
     backoff: float = DEFAULT_BACKOFF,
     resume: Suspended | None = None,
     limits: ClientLimits | None = None,
+    tasks: TaskState | None = None,
 ) -> Generator[Step, object, ResultT]:
     """Drive one MRTR request to its final result of type `expect`.
 
@@ -94,9 +76,16 @@ def call_flow(
     starts again at 0). Raises TooManyRounds after `max_rounds` input_required replies,
     TooManyInputs past the `limits` on input requests (before Fulfil), InputRefused when
     answers are missing, UnexpectedResult for a result that is neither `expect` nor
-    input_required.
+    input_required. `tasks` (the tasks extension was declared) lets a `CreateTaskResult` be
+    followed to its end by `task_flow`; without it a task is an UnexpectedResult.
     """
     limits = limits or ClientLimits()
+    phase = functools.partial(task_flow, new_id=new_id, new_meta=new_meta,
+                              max_rounds=max_rounds, limits=limits)
+    if resume is not None and resume.task_id is not None:
+        state = _resumed(tasks or TaskState(), resume)
+        pending = resume.reply.input_requests or None
+        return as_result((yield from phase(state, pending=pending)), expect)
     rounds = 0 if resume is None else resume.round - 1
     asked = 0
     reply = resume.reply if resume is not None else (yield Send(request))
@@ -107,9 +96,19 @@ def call_flow(
         asked = _count_inputs(reply, asked, limits)
         answers = yield from _answers(reply, rounds, backoff)
         reply = yield Send(_retry(request, answers, reply, new_id(), new_meta()))
+    if isinstance(reply, CreateTaskResult) and tasks is not None:
+        tasks.round = rounds
+        tasks.seen(reply)
+        return as_result((yield from phase(tasks, asked=asked)), expect)
     if not isinstance(reply, expect):
         raise UnexpectedResult(f"expected {expect.__name__}, got {type(reply).__name__}")
     return reply
+
+
+def _resumed(state: TaskState, resume: Suspended) -> TaskState:
+    state.task_id, state.round = resume.task_id, resume.round - 1
+    state.answered.update(resume.answered)
+    return state
 
 
 def _count_inputs(reply: InputRequiredResult, asked: int, limits: ClientLimits) -> int:
@@ -165,7 +164,7 @@ def _retry(
 class Sender(Protocol):
     """Send one request and return its decoded result (raising on JSON-RPC errors)."""
 
-    def __call__(self, request: FlowRequest, /) -> Awaitable[object]: ...
+    def __call__(self, request: FlowRequest | TaskRequest, /) -> Awaitable[object]: ...
 
 
 class Fulfiller(Protocol):

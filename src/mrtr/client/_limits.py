@@ -18,9 +18,15 @@ class ClientLimits:
     `max_pages` and `max_items` bound one walk over a `*/list` method (ListTooLong).
     `max_round_inputs` bounds the input requests of one `input_required` round and
     `max_flow_inputs` those of a whole MRTR flow (TooManyInputs, before any handler runs).
+    A task is polled every `pollIntervalMs`, clamped to `min_poll_interval`..`max_poll_interval`
+    (seconds), or every `poll_interval` when the server names none; the call's `timeout`
+    bounds the whole wait.
     """
 
     max_pages: int = 100
     max_items: int = 10_000
     max_round_inputs: int = 16
     max_flow_inputs: int = 64
+    poll_interval: float = 1.0
+    min_poll_interval: float = 0.1
+    max_poll_interval: float = 30.0

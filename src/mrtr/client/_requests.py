@@ -10,21 +10,24 @@ from mrtr.errors import ProtocolError
 from mrtr.protocol import (
     UNSET,
     CallToolRequest,
+    CancelTaskRequest,
     CompleteRequest,
     DiscoverRequest,
     GetPromptRequest,
+    GetTaskRequest,
     ListPromptsRequest,
     ListResourcesRequest,
     ListResourceTemplatesRequest,
     ListToolsRequest,
     ProgressNotification,
     ReadResourceRequest,
+    UpdateTaskRequest,
     decode_server_message,
     derive_headers,
 )
 
 from ._errors import UnexpectedResult
-from ._flow import FlowRequest
+from ._steps import FlowRequest, TaskRequest
 from ._transport import NotificationSink
 
 __all__ = [
@@ -46,6 +49,7 @@ Request: TypeAlias = (
     | ListResourceTemplatesRequest
     | CompleteRequest
     | FlowRequest
+    | TaskRequest
 )
 ListRequest: TypeAlias = (
     ListToolsRequest | ListPromptsRequest | ListResourcesRequest | ListResourceTemplatesRequest
@@ -70,6 +74,8 @@ def request_headers(request: Request, header_map: Mapping[str, str]) -> dict[str
         name = request.params.name
     elif isinstance(request, ReadResourceRequest):
         name = request.params.uri
+    elif isinstance(request, GetTaskRequest | UpdateTaskRequest | CancelTaskRequest):
+        name = request.params.task_id  # ext-tasks: `Mcp-Name: <taskId>` on tasks/*
     return derive_headers(
         protocol_version=request.params.meta.protocol_version, method=request.method,
         name=name, arguments=arguments, header_map=header_map if name is not None else {},

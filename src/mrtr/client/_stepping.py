@@ -6,11 +6,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Generic, TypeVar
 
-from mrtr.protocol import InputRequest, InputRequiredResult
+from mrtr.protocol import UNSET, InputRequest, InputRequiredResult
 
 from ._checkpoint import dump_checkpoint
 from ._errors import ClientError
 from ._flow import FlowRequest, Fulfil, Send, Sender, Step, Suspended
+from ._tasks_flow import TaskState
 
 __all__ = ["ManualFlow"]
 
@@ -36,6 +37,7 @@ class ManualFlow(Generic[ResultT]):
         send: Sender,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         suspended: Suspended | None = None,
+        tasks: TaskState | None = None,
     ) -> None:
         self._original = original
         self._flow = flow
@@ -46,6 +48,7 @@ class ManualFlow(Generic[ResultT]):
         self._started = False
         self._done = False
         self._result: ResultT | None = None
+        self._tasks = tasks
 
     @property
     def done(self) -> bool:
@@ -68,6 +71,11 @@ class ManualFlow(Generic[ResultT]):
     def round(self) -> int:
         """The round number of the pending input requests (0 before any)."""
         return self._pending.round if self._pending else 0
+
+    @property
+    def task_id(self) -> str | None:
+        """The id of the task the server made of this call, if it did (see docs/client.md)."""
+        return self._tasks.task_id if self._tasks is not None else None
 
     async def step(self) -> Mapping[str, InputRequest]:
         """Start (or continue) the flow; return the next input requests, or {} when done."""
@@ -94,7 +102,18 @@ class ManualFlow(Generic[ResultT]):
         return await self._run(answers, first=False)
 
     def checkpoint(self) -> str:
-        """A JSON string to resume this flow with `Client.resume`, even in another process."""
+        """A JSON string to resume this flow with `Client.resume`, even in another process.
+
+        In a task it can also be taken while no input is pending (e.g. after cancelling a
+        `step()` that was polling): resuming then polls the task again.
+        """
+        tasks = self._tasks
+        if tasks is not None and tasks.live and not self._done:
+            asked = self._pending.input_requests if self._pending else {}
+            reply = InputRequiredResult(input_requests=dict(asked) or UNSET)
+            suspended = Suspended(reply, self._pending.round if self._pending else tasks.round + 1,
+                                  task_id=tasks.task_id, answered=frozenset(tasks.answered))
+            return dump_checkpoint(self._original, suspended)
         if self._pending is None or self._last is None:
             raise ClientError("a checkpoint needs pending input requests")
         return dump_checkpoint(self._original, Suspended(self._last, self._pending.round))

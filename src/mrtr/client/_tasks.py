@@ -1,0 +1,148 @@
+"""`client.tasks`: the tasks extension by hand (get, update, cancel, wait) and task clean-up."""
+
+# Design: the transparent path (`call_tool`) and the manual one share `task_flow` and
+# `abandon_on_exit`. A call that stops waiting for a live task for any reason — the caller
+# cancelled it, Ctrl-C, the Client deadline, a handler refused, a malformed reply — sends
+# `tasks/cancel` (best effort, within CANCEL_GRACE) so no task keeps working for nobody. Tasks
+# exist only in 2026-07-28 (DIGEST §7): a 2025 session is refused locally, never sent `tasks/*`.
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
+
+import msgspec
+
+from mrtr.protocol import (
+    TASKS_EXTENSION,
+    CallToolResult,
+    CancelTaskResult,
+    ClientCapabilities,
+    GetTaskResult,
+    JSONObject,
+    UpdateTaskResult,
+)
+
+from ._errors import ClientError, UnexpectedResult
+from ._flow import drive
+from ._handlers import fulfil
+from ._steps import FlowRequest, Fulfil, TaskRequest
+from ._tasks_flow import (
+    TaskObserver,
+    TaskState,
+    as_result,
+    cancel_request,
+    get_request,
+    task_flow,
+    update_request,
+)
+
+if TYPE_CHECKING:
+    from ._client import Client
+
+__all__ = ["CANCEL_GRACE", "TaskObserver", "Tasks", "TaskState", "abandon_on_exit", "with_tasks"]
+
+ResultT = TypeVar("ResultT")
+CANCEL_GRACE = 5.0  # seconds a best-effort `tasks/cancel` may take when a call gives up
+
+
+def with_tasks(capabilities: ClientCapabilities) -> ClientCapabilities:
+    """`capabilities` declaring the tasks extension too."""
+    extensions = dict(capabilities.extensions or {})
+    extensions.setdefault(TASKS_EXTENSION, {})
+    return msgspec.structs.replace(capabilities, extensions=extensions)
+
+
+async def abandon_on_exit(
+    work: Awaitable[ResultT], state: TaskState | None,
+    cancel: Callable[[str], Awaitable[object]],
+) -> ResultT:
+    """Await `work`; if it ends in any exception while the task in `state` is live, cancel it.
+
+    A TimeoutError is re-raised naming the cancelled task.
+    """
+    try:
+        return await work
+    except BaseException as exc:
+        if state is None or state.task_id is None or not state.live:
+            raise
+        task_id = state.task_id
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(CANCEL_GRACE):
+                await cancel(task_id)
+        if isinstance(exc, TimeoutError):
+            raise TimeoutError(f"{exc}; task {task_id} was cancelled") from None
+        raise
+
+
+class Tasks:
+    """The tasks extension by hand, as `client.tasks` (each call under the Client `timeout`).
+
+    Raises ClientError when the Client was made with `declare_tasks=False` or the server
+    speaks MCP 2025, and `mrtr.errors` classes for errors the server sends (-32602 for an
+    unknown task id).
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    async def get(self, task_id: str) -> GetTaskResult:
+        """`tasks/get`: the task with its status-specific member (inputRequests, result, error)."""
+        c = await self._ready()
+        result = await c._bounded(c._send(get_request(c._next_id(), task_id, c._meta())))
+        return _expect(result, GetTaskResult)
+
+    async def update(self, task_id: str, responses: Mapping[str, object]) -> None:
+        """`tasks/update` with `responses` ({key: InputResponse Struct or dict}); an ack only."""
+        c = await self._ready()
+        wire: dict[str, JSONObject] = {k: msgspec.to_builtins(v) for k, v in responses.items()}
+        request = update_request(c._next_id(), task_id, wire, c._meta())
+        _expect(await c._bounded(c._send(request)), UpdateTaskResult)
+
+    async def cancel(self, task_id: str) -> None:
+        """`tasks/cancel` (cooperative: the task may still end in another terminal status)."""
+        await self._ready()
+        await self._cancel(task_id, bounded=True)
+
+    async def wait(self, task_id: str, *, on_task: TaskObserver | None = None) -> CallToolResult:
+        """Follow a known task to its result, as `call_tool` does (e.g. after a restart).
+
+        Raises TaskFailed, TaskCancelled, or what `call_tool` raises.
+        """
+        c = await self._ready()
+        state = TaskState(observer=on_task, task_id=task_id)
+        flow = task_flow(state, new_id=c._next_id, new_meta=c._meta, max_rounds=c.max_rounds,
+                         limits=c.limits)
+
+        async def send(request: FlowRequest | TaskRequest) -> object:
+            return await c._send(request)
+
+        async def answer(step: Fulfil) -> Mapping[str, object]:
+            return await fulfil(c.handlers, step.input_requests, step.round)
+
+        work = c._bounded(drive(flow, send=send, fulfil=answer))
+        return as_result(await abandon_on_exit(work, state, self._cancel), CallToolResult)
+
+    async def _cancel(self, task_id: str, *, bounded: bool = False) -> None:
+        c = self._client
+        request: TaskRequest = cancel_request(c._next_id(), task_id, c._meta())
+        work = c._send(request)
+        _expect(await (c._bounded(work) if bounded else work), CancelTaskResult)
+
+    async def _ready(self) -> Client:
+        c = self._client
+        if not c.declare_tasks:
+            raise ClientError("the tasks extension is off (Client(declare_tasks=False))")
+        if c.era.mode == "auto" and c.era.probes == 0 and c.era.session is None:
+            await c.discover()  # decides the era before anything `tasks/*` is sent
+        if c.era.mode == "legacy" or c.era.session is not None:
+            raise ClientError("tasks need a 2026-07-28 server; this one speaks MCP 2025")
+        return c
+
+
+def _expect(result: object, expect: type[ResultT]) -> ResultT:
+    if not isinstance(result, expect):
+        raise UnexpectedResult(f"expected {expect.__name__}, got {type(result).__name__}")
+    return result
+
