@@ -11,7 +11,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeAlias, TypeVar, overload
 
 from mrtr.protocol import (
     UNSET,
@@ -36,6 +36,7 @@ from mrtr.server._schema import (
 __all__ = ["CachePolicy", "Server"]
 
 Fn = TypeVar("Fn", bound=Callable[..., Any])
+TaskSupport: TypeAlias = Literal["optional", "required"]
 Handler = Callable[..., Awaitable[Any]]
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -60,6 +61,8 @@ class ToolEntry:
     header_map: dict[str, str]
     wants_ctx: bool
     check_output: Callable[[object], str | None] | None = None  # None: no outputSchema
+    task: TaskSupport | None = None  # tasks extension: None means never a task
+    task_later: bool = False  # the handler calls ctx.begin_task(): MRTR rounds come first
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +130,7 @@ class Server:
         description: str | None = None,
         annotations: ToolAnnotations | None = None,
         input_schema: dict[str, object] | None = None,
+        task: TaskSupport | None = None,
     ) -> Callable[[Fn], Fn]: ...
     def tool(
         self,
@@ -136,11 +140,16 @@ class Server:
         description: str | None = None,
         annotations: ToolAnnotations | None = None,
         input_schema: dict[str, object] | None = None,
+        task: TaskSupport | None = None,
     ) -> Fn | Callable[[Fn], Fn]:
         """Register a tool (`@app.tool` or `@app.tool(...)`).
 
-        The input schema comes from the type hints unless given verbatim.
+        The input schema comes from the type hints unless given verbatim. `task` (tasks
+        extension): "optional" runs as a task for clients that declare the extension and in the
+        request for others; "required" answers -32021 to the others. See docs/tasks.md.
         """
+        if task not in (None, "optional", "required"):
+            raise ValueError(f"task must be 'optional', 'required' or None, not {task!r}")
         if callable(name):  # bare `@app.tool`
             return self.tool()(name)
 
@@ -168,7 +177,8 @@ class Server:
             header_map = tool_header_map(schema)
             check = output_checker(out) if out is not None else None
             self.tables.tools[tool_name] = ToolEntry(
-                tool, _as_async(fn), convert, asks, header_map, ctx_param is not None, check
+                tool, _as_async(fn), convert, asks, header_map, ctx_param is not None, check,
+                task, task is not None and _calls_begin_task(fn),
             )
             return fn
 
@@ -309,6 +319,12 @@ def _schema_converter(
 
 def _describe(description: str | None, fn: Callable[..., object], name: str) -> str:
     return description or docstring_summary(fn) or name.replace("_", " ")
+
+
+def _calls_begin_task(fn: Callable[..., object]) -> bool:
+    """Whether the handler's own code names `begin_task` (so its task starts there)."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    return code is not None and "begin_task" in code.co_names
 
 
 def _context_param(fn: Callable[..., object]) -> str | None:
