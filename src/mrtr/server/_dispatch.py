@@ -105,7 +105,7 @@ class Dispatcher:
         max_rounds: int = 16,
         logger: logging.Logger | None = None,
         store: Store | None = None,
-        tasks: TaskPolicy = TaskPolicy(),  # noqa: B008 - frozen value object
+        tasks: TaskPolicy | None = None,
     ) -> None:
         self.server = server
         self.max_rounds = max_rounds
@@ -123,7 +123,8 @@ class Dispatcher:
         self._lister = Lister(server, meta)
         self._runner = Runner(server, engine, meta, self.log)
         # Tasks live in the store (any replica answers); without one, in this process only.
-        book = TaskBook(store if store is not None else MemoryStore(), tasks)
+        book = TaskBook(store if store is not None else MemoryStore(),
+                        tasks if tasks is not None else server.tasks)
         self.tasks = TaskRunner(server, engine, book, meta, self.log, invoke_tool)
         self._runner.tasks = self.tasks
         task_methods = TaskMethods(self.tasks)

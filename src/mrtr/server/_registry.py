@@ -32,6 +32,7 @@ from mrtr.server._schema import (
     return_schema,
     signature_schema,
 )
+from mrtr.server._task_records import TaskPolicy
 
 __all__ = ["CachePolicy", "Server"]
 
@@ -109,6 +110,7 @@ class Server:
         instructions: str | None = None,
         cache: CachePolicy = CachePolicy(),  # noqa: B008 - frozen value object
         page_size: int = 100,
+        tasks: TaskPolicy = TaskPolicy(),  # noqa: B008 - frozen value object
     ) -> None:
         self.name = name
         self.version = version
@@ -116,6 +118,7 @@ class Server:
         self.instructions = instructions
         self.cache = cache
         self.page_size = page_size
+        self.tasks = tasks  # TTL, poll interval, per-principal cap and lease of task tools
         self.tables = _Tables()
 
     # -- tools ---------------------------------------------------------------------------------
