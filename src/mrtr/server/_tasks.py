@@ -163,7 +163,8 @@ class TaskRunner:
             if fresh is None or fresh.terminal:
                 await self.book.release(record.task_id)
                 return
-            self.log.info("task %s: resuming", record.task_id)
+            if record.status == "working":  # its runner stopped renewing the lease: it died
+                self.log.warning("task %s: taking over from a runner that died", record.task_id)
             self._start(fresh)
 
     def stop(self, task_id: str, why: str) -> bool:
