@@ -43,6 +43,7 @@ from mrtr.server._registry import Server
 from mrtr.server._rounds import RoundEngine
 from mrtr.server._runs import Runner, invoke_tool
 from mrtr.server._sealing import Sealer
+from mrtr.server._task_listen import TaskListener
 from mrtr.server._task_methods import TaskMethods
 from mrtr.server._task_records import TaskBook, TaskPolicy
 from mrtr.server._tasks import TaskRunner
@@ -141,6 +142,7 @@ class Dispatcher:
             "tasks/get": task_methods.get,
             "tasks/update": task_methods.update,
             "tasks/cancel": task_methods.cancel,
+            "subscriptions/listen": TaskListener(task_methods).listen,
         }
 
     # -- transport-facing ----------------------------------------------------------------------
