@@ -328,3 +328,34 @@ def test_session_clients_never_get_the_extension() -> None:
     caps = session_capabilities("2025-11-25", {"extensions": {TASKS_EXTENSION: {}},
                                                "elicitation": {}})
     assert "extensions" not in caps and "elicitation" in caps
+
+
+def test_a_terminal_task_is_readable_until_its_ttl_then_unknown() -> None:
+    import time
+
+    from mrtr.server import TaskPolicy
+    from mrtr.stores import MemoryStore
+
+    offset = [0.0]
+    store = MemoryStore(clock=lambda: time.time() + offset[0])
+    short = Server("short", tasks=TaskPolicy(ttl_ms=60_000, poll_interval_ms=10))
+    short.tool(task="optional")(slow)
+
+    async def go() -> None:
+        a = Replica(short, store, short.tasks)
+        created = await a.call("slow")
+        assert created["ttlMs"] == 60_000
+        await a.wait(created["taskId"], "completed")
+        offset[0] = 50.0  # inside the TTL: still there
+        assert (await a.get(created["taskId"]))["result"]["status"] == "completed"
+        offset[0] = 61.0  # past it: gone, like an unknown id
+        assert (await a.get(created["taskId"]))["error"]["code"] == -32602
+    run(go())
+
+
+def test_arguments_are_checked_before_a_task_is_created() -> None:
+    async def go() -> None:
+        a, _, _ = pair(app)
+        bad = await a.call("slow", {"seconds": "soon"})
+        assert bad["resultType"] == "complete" and bad["isError"] is True
+    run(go())
