@@ -359,3 +359,19 @@ def test_arguments_are_checked_before_a_task_is_created() -> None:
         bad = await a.call("slow", {"seconds": "soon"})
         assert bad["resultType"] == "complete" and bad["isError"] is True
     run(go())
+
+
+def test_a_replayed_last_mrtr_round_returns_the_same_task() -> None:
+    # With a store each round is single-use: the round that created the task replays its
+    # CreateTaskResult instead of creating a second task (or failing to decode the first).
+    async def go() -> None:
+        a, b, _ = pair(app)
+        first = await a.call("composed")
+        (key,) = first["inputRequests"]
+        retry = {"name": "composed", "arguments": {}, "requestState": first["requestState"],
+                 "inputResponses": {key: accept({"name": "Ann"})}}
+        created = (await a.send("tools/call", retry))["result"]
+        again = (await b.send("tools/call", retry))["result"]
+        assert again["resultType"] == "task" and again["taskId"] == created["taskId"]
+        assert (await a.wait(created["taskId"], "completed"))["status"] == "completed"
+    run(go())
