@@ -375,3 +375,21 @@ def test_a_replayed_last_mrtr_round_returns_the_same_task() -> None:
         assert again["resultType"] == "task" and again["taskId"] == created["taskId"]
         assert (await a.wait(created["taskId"], "completed"))["status"] == "completed"
     run(go())
+
+
+def test_begin_task_is_found_in_nested_code_and_absent_means_a_task_at_once() -> None:
+    local = Server("local")
+
+    @local.tool(task="optional")
+    async def nested(ctx: Context) -> str:
+        async def later() -> None:
+            await ctx.begin_task()
+        await later()
+        return "x"
+
+    @local.tool(task="optional")
+    async def at_once() -> str:
+        return "y"
+
+    assert local.tables.tools["nested"].task_later
+    assert not local.tables.tools["at_once"].task_later

@@ -9,6 +9,7 @@ import asyncio
 import functools
 import inspect
 import re
+import types
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, TypeVar, overload
@@ -325,9 +326,16 @@ def _describe(description: str | None, fn: Callable[..., object], name: str) -> 
 
 
 def _calls_begin_task(fn: Callable[..., object]) -> bool:
-    """Whether the handler's own code names `begin_task` (so its task starts there)."""
-    code = getattr(inspect.unwrap(fn), "__code__", None)
-    return code is not None and "begin_task" in code.co_names
+    """Whether the handler's code (nested functions included) names `begin_task`, so its task
+    starts there rather than at the call."""
+    pending = [getattr(inspect.unwrap(fn), "__code__", None)]
+    while pending:
+        code = pending.pop()
+        if isinstance(code, types.CodeType):
+            if "begin_task" in code.co_names:
+                return True
+            pending.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return False
 
 
 def _context_param(fn: Callable[..., object]) -> str | None:
