@@ -69,6 +69,22 @@ def test_server_leg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert int(rows["server-stateless"]["checks_passed"]) >= 25
 
 
+def test_server_leg_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The tasks extension's 10 scenarios on the fixture's §3.5 tools (#14)."""
+    port = _free_port()
+    start = f"{sys.executable} -m examples.conformance.server --port {port}"
+    _run(["server", f"http://127.0.0.1:{port}/mcp", "--scenario", "@tasks", "--start", start],
+         tmp_path / "server", capsys)
+    rows = _rows(tmp_path / "server")
+    assert len(rows) == 10, sorted(rows)
+    for name, row in rows.items():
+        assert row["checks_failed"] == "0" and row["warnings"] == "0", row
+        if name == "tasks-status-notifications":  # the harness always skips it (FIXTURES §3.5)
+            assert row["status"] == "skip", row
+        else:  # no vacuous pass: every other scenario ran its checks
+            assert row["status"] == "pass" and int(row["checks_passed"]) >= 2, row
+
+
 def test_server_leg_2025_11_25(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The same fixture server, on the same URL, passes the 2025-11-25 (initialize) set (#12)."""
     port = _free_port()

@@ -89,11 +89,44 @@ def payments(client: TestClient, ns: dict[str, Any]) -> None:
     assert no.text == "Invoice INV-8 not paid."
 
 
+def _task(client: TestClient, task_id: str, status: str) -> dict[str, Any]:
+    """Poll tasks/get (each poll also lets the task run) until the task reaches `status`."""
+    for _ in range(500):
+        task = client.request("tasks/get", {"taskId": task_id})
+        if task["status"] == status:
+            return task
+        client.send("tools/list")
+    raise AssertionError(f"task {task_id} never reached {status}: {task}")
+
+
+def report(client: TestClient, ns: dict[str, Any]) -> None:
+    # A client with the tasks extension gets a task, answers the mid-way question by tasks/update.
+    plain = dict(client.capabilities)
+    client.capabilities = {**plain, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+    created = client.request("tools/call", {"name": "build_report", "arguments": {"quarter": "Q3"}})
+    assert created["resultType"] == "task" and created["pollIntervalMs"] == 200
+    parked = _task(client, created["taskId"], "input_required")
+    assert list(parked["inputRequests"]) == ["outlook"]
+    assert parked["statusMessage"] == "Writing the headcount section"
+    client.request("tasks/update", {"taskId": created["taskId"], "inputResponses": {
+        "outlook": {"action": "accept", "content": {"confirm": True}}}})
+    done = _task(client, created["taskId"], "completed")
+    assert done["result"]["content"][0]["text"] == (
+        "Report RPT-Q3-1: revenue: 120; costs: 80; headcount: 42; outlook: steady")
+    assert ns["warehouse"].queries == 1  # replayed after the answer, but queried once
+    # A client without it gets the same report through MRTR rounds.
+    client.capabilities = plain
+    flow = client.call_tool("build_report", {"quarter": "Q4"}, answers={"outlook": False})
+    assert flow.rounds == 2 and flow.text.startswith("Report RPT-Q4-2: revenue: 120")
+    assert ns["warehouse"].archived == ["Q3", "Q4"]
+
+
 SCENARIOS: dict[str, Callable[[TestClient, dict[str, Any]], None]] = {
     "asgi_app.py": asgi_app,
     "bookings.py": bookings,
     "payments.py": payments,
     "provision.py": provision,
+    "report.py": report,
     "research.py": research,
 }
 FILES = sorted(p.name for p in EXAMPLES.glob("*.py") if p.name != "__init__.py")

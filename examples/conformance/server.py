@@ -12,6 +12,7 @@ import base64
 import json
 from typing import Annotated, Any
 
+from examples.conformance.task_tools import add_task_tools
 from mrtr import (
     Context,
     Form,
@@ -391,6 +392,9 @@ def watched_resource() -> str:
 def template_data(id: str) -> dict[str, Any]:  # noqa: A002 - the template variable's name
     """A resource template."""
     return {"id": id, "templateTest": True, "data": f"Data for ID: {id}"}
+
+
+add_task_tools(app)  # last: tools/list keeps test_simple_text first
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
 import msgspec
 
@@ -54,13 +54,25 @@ if TYPE_CHECKING:
     from mrtr.server._ledger import Ledger
     from mrtr.stores import Store
 
-__all__ = ["Context"]
+__all__ = ["Context", "StartTask", "TaskHooks"]
 
 F = TypeVar("F")  # a Form, dataclass, TypedDict or Struct: render_form checks
 T = TypeVar("T")
 
 _LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 _ACCEPTED: dict[str, JSON] = {"action": "accept"}
+
+
+class StartTask(BaseException):  # noqa: N818 - control flow, like Suspend
+    """`ctx.begin_task()` in a task tool's MRTR phase: the rest of the handler runs as a task."""
+
+
+class TaskHooks(Protocol):
+    """What a Context of a task tool tells the task runner."""
+
+    async def begin(self) -> None: ...
+
+    async def status(self, message: str) -> None: ...
 
 
 class Context:
@@ -116,6 +128,18 @@ class Context:
         return self._flow.round + 1
 
     _cancelled: threading.Event | None = None  # made on first use: only sync handlers need it
+    task_hooks: TaskHooks | None = None  # set for task tools (tasks extension), else None
+    task_id: str | None = None  # the task this handler runs as, None outside a task
+
+    async def begin_task(self) -> None:
+        """Run the rest of this handler as a task (tools declared with `task=`).
+
+        Asks before this point are answered in MRTR rounds of the `tools/call` itself; the round
+        that reaches it returns the task. A no-op inside a task, or for a client served
+        synchronously (`task="optional"` without the tasks extension).
+        """
+        if self.task_hooks is not None:
+            await self.task_hooks.begin()
 
     @property
     def cancelled(self) -> threading.Event:
@@ -313,7 +337,14 @@ class Context:
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
-        """Send notifications/progress if the request carried a progressToken (else no-op)."""
+        """Send notifications/progress if the request carried a progressToken (else no-op).
+
+        Inside a task, updates the task's `statusMessage` instead (`message`, or "progress/total").
+        """
+        if self.task_hooks is not None and self.task_id is not None:
+            shown = f"{progress:g}/{total:g}" if total is not None else f"{progress:g}"
+            await self.task_hooks.status(message if message is not None else shown)
+            return
         token = self.meta.progress_token
         if token is UNSET or self._sink is None:
             return

@@ -18,6 +18,7 @@ from mrtr.protocol import (
     METHODS,
     SERVER_INFO_KEY,
     SUPPORTED_VERSIONS,
+    TASKS_EXTENSION,
     UNSET,
     CallToolRequest,
     CancelledNotification,
@@ -40,9 +41,13 @@ from mrtr.server._listing import Lister
 from mrtr.server._peer import NotificationSink, Peer
 from mrtr.server._registry import Server
 from mrtr.server._rounds import RoundEngine
-from mrtr.server._runs import Runner
+from mrtr.server._runs import Runner, invoke_tool
 from mrtr.server._sealing import Sealer
-from mrtr.stores import Store
+from mrtr.server._task_listen import TaskListener
+from mrtr.server._task_methods import TaskMethods
+from mrtr.server._task_records import TaskBook, TaskPolicy
+from mrtr.server._tasks import TaskRunner
+from mrtr.stores import MemoryStore, Store
 
 __all__ = ["Dispatcher", "Reply"]
 
@@ -101,6 +106,7 @@ class Dispatcher:
         max_rounds: int = 16,
         logger: logging.Logger | None = None,
         store: Store | None = None,
+        tasks: TaskPolicy | None = None,
     ) -> None:
         self.server = server
         self.max_rounds = max_rounds
@@ -117,6 +123,12 @@ class Dispatcher:
         engine = RoundEngine(self.sealer, max_rounds=max_rounds, ledger=ledger)
         self._lister = Lister(server, meta)
         self._runner = Runner(server, engine, meta, self.log)
+        # Tasks live in the store (any replica answers); without one, in this process only.
+        book = TaskBook(store if store is not None else MemoryStore(),
+                        tasks if tasks is not None else server.tasks)
+        self.tasks = TaskRunner(server, engine, book, meta, self.log, invoke_tool)
+        self._runner.tasks = self.tasks
+        task_methods = TaskMethods(self.tasks)
         self._routes: dict[str, Callable[[Any, Peer, NotificationSink | None], Any]] = {
             "server/discover": self._discover,
             "tools/list": self._lister.tools,
@@ -127,6 +139,10 @@ class Dispatcher:
             "prompts/get": self._runner.get_prompt,
             "resources/read": self._runner.read_resource,
             "completion/complete": self._complete,
+            "tasks/get": task_methods.get,
+            "tasks/update": task_methods.update,
+            "tasks/cancel": task_methods.cancel,
+            "subscriptions/listen": TaskListener(task_methods).listen,
         }
 
     # -- transport-facing ----------------------------------------------------------------------
@@ -214,6 +230,8 @@ class Dispatcher:
             prompts={} if tables.prompts else UNSET,
             resources={} if tables.resources or tables.templates else UNSET,
             completions={} if tables.completions else UNSET,
+            extensions=({TASKS_EXTENSION: {}}
+                        if any(e.task is not None for e in tables.tools.values()) else UNSET),
         )
 
     def _advertised(self, method: str) -> bool:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from mrtr.errors import InternalError, InvalidRequestState
-from mrtr.protocol import InputRequiredResult, resolve_contents
+from mrtr.protocol import CreateTaskResult, InputRequiredResult, resolve_contents
 from mrtr.server._sealing import digest_arguments
 from mrtr.stores import Claim, ClaimStatus, Store, StoreUnavailable
 
@@ -33,6 +33,7 @@ R = TypeVar("R")
 _DIGEST = 32
 _INPUT = b"i"  # the stored outcome is an InputRequiredResult
 _FINAL = b"r"  # it is the method's own result type
+_TASK = b"t"  # it is a CreateTaskResult (a tools/call whose last round started a task)
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -66,7 +67,8 @@ class Ledger:
         if claim.status is ClaimStatus.DONE:
             return self._replay(claim.outcome or b"", digest, kind)
         result: R | InputRequiredResult = await self._guarded(key, run)
-        tag = _INPUT if isinstance(result, InputRequiredResult) else _FINAL
+        tag = (_INPUT if isinstance(result, InputRequiredResult)
+               else _TASK if isinstance(result, CreateTaskResult) else _FINAL)
         await self._complete(key, digest + tag + _ENCODER.encode(result), deadline)
         return result
 
@@ -148,6 +150,8 @@ class Ledger:
         tag, body = outcome[_DIGEST:_DIGEST + 1], outcome[_DIGEST + 1:]
         if tag == _INPUT:
             return msgspec.json.decode(body, type=InputRequiredResult)
+        if tag == _TASK:
+            return msgspec.json.decode(body, type=CreateTaskResult)  # type: ignore[return-value]
         return msgspec.json.decode(body, type=kind, dec_hook=resolve_contents)
 
 

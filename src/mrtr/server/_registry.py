@@ -5,13 +5,12 @@
 # The Server holds no keys and no I/O: the Dispatcher pairs it with a Sealer and a clock.
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, overload
 
 from mrtr.protocol import (
     UNSET,
@@ -23,14 +22,21 @@ from mrtr.protocol import (
     ToolAnnotations,
     tool_header_map,
 )
-from mrtr.server._context import Context
 from mrtr.server._schema import (
-    ArgumentsInvalid,
     convert_arguments,
-    docstring_summary,
     output_checker,
     return_schema,
     signature_schema,
+)
+from mrtr.server._task_records import TaskPolicy
+from mrtr.server._wrapping import (
+    Handler,
+    as_async,
+    calls_begin_task,
+    context_param,
+    describe,
+    schema_converter,
+    template_pattern,
 )
 
 if TYPE_CHECKING:  # the transports layer sits above this one: never imported at run time here
@@ -39,7 +45,7 @@ if TYPE_CHECKING:  # the transports layer sits above this one: never imported at
 __all__ = ["CachePolicy", "Server"]
 
 Fn = TypeVar("Fn", bound=Callable[..., Any])
-Handler = Callable[..., Awaitable[Any]]
+TaskSupport: TypeAlias = Literal["optional", "required"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _NEEDS_URI = ("@app.resource needs a URI: write @app.resource('file:///…') or, with variables, "
@@ -63,6 +69,8 @@ class ToolEntry:
     header_map: dict[str, str]
     wants_ctx: bool
     check_output: Callable[[object], str | None] | None = None  # None: no outputSchema
+    task: TaskSupport | None = None  # tasks extension: None means never a task
+    task_later: bool = False  # the handler calls ctx.begin_task(): MRTR rounds come first
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +117,7 @@ class Server:
         instructions: str | None = None,
         cache: CachePolicy = CachePolicy(),  # noqa: B008 - frozen value object
         page_size: int = 100,
+        tasks: TaskPolicy = TaskPolicy(),  # noqa: B008 - frozen value object
     ) -> None:
         self.name = name
         self.version = version
@@ -116,6 +125,7 @@ class Server:
         self.instructions = instructions
         self.cache = cache
         self.page_size = page_size
+        self.tasks = tasks  # TTL, poll interval, per-principal cap and lease of task tools
         self.tables = _Tables()
 
     # -- tools ---------------------------------------------------------------------------------
@@ -130,6 +140,7 @@ class Server:
         description: str | None = None,
         annotations: ToolAnnotations | None = None,
         input_schema: dict[str, object] | None = None,
+        task: TaskSupport | None = None,
     ) -> Callable[[Fn], Fn]: ...
     def tool(
         self,
@@ -139,11 +150,16 @@ class Server:
         description: str | None = None,
         annotations: ToolAnnotations | None = None,
         input_schema: dict[str, object] | None = None,
+        task: TaskSupport | None = None,
     ) -> Fn | Callable[[Fn], Fn]:
         """Register a tool (`@app.tool` or `@app.tool(...)`).
 
-        The input schema comes from the type hints unless given verbatim.
+        The input schema comes from the type hints unless given verbatim. `task` (tasks
+        extension): "optional" runs as a task for clients that declare the extension and in the
+        request for others; "required" answers -32021 to the others. See docs/tasks.md.
         """
+        if task not in (None, "optional", "required"):
+            raise ValueError(f"task must be 'optional', 'required' or None, not {task!r}")
         if callable(name):  # bare `@app.tool`
             return self.tool()(name)
 
@@ -151,19 +167,19 @@ class Server:
             tool_name = name or fn.__name__
             if not _NAME.match(tool_name):
                 raise ValueError(f"tool name {tool_name!r} must match {_NAME.pattern}")
-            ctx_param = _context_param(fn)
+            ctx_param = context_param(fn)
             convert: Callable[[Mapping[str, object]], dict[str, object]]
             if input_schema is None:
                 sig = signature_schema(fn, skip={ctx_param} if ctx_param else set())
                 schema, convert = sig.input_schema, functools.partial(convert_arguments, sig)
                 asks = sig.ask_if_missing
             else:
-                schema, convert, asks = input_schema, _schema_converter(input_schema), {}
+                schema, convert, asks = input_schema, schema_converter(input_schema), {}
             out = return_schema(fn)
             tool = Tool(
                 name=tool_name,
                 title=title if title is not None else UNSET,
-                description=_describe(description, fn, tool_name),
+                description=describe(description, fn, tool_name),
                 input_schema=schema,
                 output_schema=out if out is not None else UNSET,
                 annotations=annotations if annotations is not None else UNSET,
@@ -171,7 +187,8 @@ class Server:
             header_map = tool_header_map(schema)
             check = output_checker(out) if out is not None else None
             self.tables.tools[tool_name] = ToolEntry(
-                tool, _as_async(fn), convert, asks, header_map, ctx_param is not None, check
+                tool, as_async(fn), convert, asks, header_map, ctx_param is not None, check,
+                task, task is not None and calls_begin_task(fn),
             )
             return fn
 
@@ -197,7 +214,7 @@ class Server:
 
         def register(fn: Fn) -> Fn:
             prompt_name = name or fn.__name__
-            ctx_param = _context_param(fn)
+            ctx_param = context_param(fn)
             arguments: list[PromptArgument] = []
             required: list[str] = []
             for param in inspect.signature(fn).parameters.values():
@@ -210,11 +227,11 @@ class Server:
             prompt = Prompt(
                 name=prompt_name,
                 title=title if title is not None else UNSET,
-                description=_describe(description, fn, prompt_name),
+                description=describe(description, fn, prompt_name),
                 arguments=arguments if arguments else UNSET,
             )
             self.tables.prompts[prompt_name] = PromptEntry(
-                prompt, _as_async(fn), tuple(required), ctx_param is not None
+                prompt, as_async(fn), tuple(required), ctx_param is not None
             )
             return fn
 
@@ -239,18 +256,18 @@ class Server:
 
         def register(fn: Fn) -> Fn:
             res_name = name or fn.__name__
-            ctx_param = _context_param(fn)
+            ctx_param = context_param(fn)
             common: dict[str, Any] = {
                 "name": res_name,
                 "title": title if title is not None else UNSET,
-                "description": _describe(description, fn, res_name),
+                "description": describe(description, fn, res_name),
                 "mime_type": mime_type if mime_type is not None else UNSET,
             }
-            call = _as_async(fn)
+            call = as_async(fn)
             if "{" in uri:
                 template = ResourceTemplate(uri_template=uri, **common)
                 entry = ResourceEntry(
-                    template, call, mime_type, ctx_param is not None, _template_pattern(uri)
+                    template, call, mime_type, ctx_param is not None, template_pattern(uri)
                 )
                 self.tables.templates[uri] = entry
             else:
@@ -274,7 +291,7 @@ class Server:
         ref = ("ref/prompt", prompt) if prompt is not None else ("ref/resource", resource_template)
 
         def register(fn: Fn) -> Fn:
-            entry = CompletionEntry(_as_async(fn), _context_param(fn) is not None)
+            entry = CompletionEntry(as_async(fn), context_param(fn) is not None)
             self.tables.completions[(ref[0], str(ref[1]))] = entry
             return fn
 
@@ -323,69 +340,3 @@ class Server:
             if found:
                 return entry, found.groupdict()
         return None
-
-
-def _schema_converter(
-    schema: dict[str, object],
-) -> Callable[[Mapping[str, object]], dict[str, object]]:
-    """Validate arguments against a schema given verbatim (JSON Schema 2020-12, no remote refs)."""
-    import jsonschema  # type: ignore[import-untyped]  # only servers with verbatim schemas pay
-
-    jsonschema.Draft202012Validator.check_schema(schema)
-    validator = jsonschema.Draft202012Validator(schema)
-
-    def convert(arguments: Mapping[str, object]) -> dict[str, object]:
-        error = jsonschema.exceptions.best_match(validator.iter_errors(dict(arguments)))
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "arguments"
-            raise ArgumentsInvalid(f"Invalid arguments: {where}: {error.message}")
-        return dict(arguments)
-
-    return convert
-
-
-def _describe(description: str | None, fn: Callable[..., object], name: str) -> str:
-    return description or docstring_summary(fn) or name.replace("_", " ")
-
-
-def _context_param(fn: Callable[..., object]) -> str | None:
-    """The parameter that receives the Context: annotated `Context`, or named `ctx`."""
-    try:
-        hints = inspect.get_annotations(fn, eval_str=True)
-    except Exception:  # noqa: BLE001 - unresolved annotations: fall back to the name
-        hints = {}
-    for param in inspect.signature(fn).parameters.values():
-        if hints.get(param.name) is Context or param.name == "ctx":
-            return param.name
-    return None
-
-
-def _as_async(fn: Callable[..., Any]) -> Handler:
-    """Async handlers run as they are; sync ones in a worker thread so they cannot block.
-
-    A thread cannot be interrupted: when the awaiting task is cancelled (client gone, timeout)
-    the thread runs on, and `ctx.cancelled` is set so a handler that takes a Context can stop.
-    """
-    if inspect.iscoroutinefunction(fn):
-        return fn
-
-    @functools.wraps(fn)
-    async def call(*args: Any, **kwargs: Any) -> Any:
-        if not (args and isinstance(args[0], Context)):  # the Context, when wanted, comes first
-            return await asyncio.to_thread(fn, *args, **kwargs)
-        cancelled = args[0].cancelled  # made here, on the loop, before the thread can race for it
-        try:
-            return await asyncio.to_thread(fn, *args, **kwargs)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
-    return call
-
-
-def _template_pattern(template: str) -> re.Pattern[str]:
-    parts = re.split(r"\{([A-Za-z0-9_]+)\}", template)
-    regex = "".join(
-        f"(?P<{part}>[^/]+)" if i % 2 else re.escape(part) for i, part in enumerate(parts)
-    )
-    return re.compile(regex)

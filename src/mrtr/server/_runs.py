@@ -12,26 +12,29 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from mrtr.errors import InvalidParams
+from mrtr.errors import InvalidParams, MissingRequiredClientCapability
 from mrtr.protocol import (
+    TASKS_EXTENSION,
     UNSET,
     CallToolRequest,
     CallToolResult,
+    CreateTaskResult,
     GetPromptRequest,
     GetPromptResult,
     InputRequiredResult,
     ReadResourceRequest,
     ReadResourceResult,
 )
-from mrtr.server._context import Context
+from mrtr.server._context import Context, StartTask
 from mrtr.server._failures import tool_failure
 from mrtr.server._peer import NotificationSink, Peer
 from mrtr.server._registry import Server, ToolEntry
 from mrtr.server._results import checked_tool_result, prompt_result, resource_contents
 from mrtr.server._rounds import Round, RoundEngine
 from mrtr.server._sealing import Binding, digest_arguments
+from mrtr.server._tasks import PreTask, TaskRunner
 
-__all__ = ["Runner"]
+__all__ = ["Runner", "invoke_tool"]
 
 _EMPTY_FLOW_DIGEST = digest_arguments({})
 
@@ -46,6 +49,7 @@ class Runner:
         self._engine = engine
         self._meta = meta
         self._log = log
+        self.tasks: TaskRunner | None = None  # set by the Dispatcher: runs task tools
 
     def bare_context(self, request: Any, peer: Peer) -> Context:
         """A Context for handlers that never ask (completion): an ask there suspends, which the
@@ -85,12 +89,16 @@ class Runner:
     # -- tools/call ------------------------------------------------------------------------------
     async def call_tool(
         self, request: CallToolRequest, peer: Peer, sink: NotificationSink | None
-    ) -> CallToolResult | InputRequiredResult:
+    ) -> CallToolResult | InputRequiredResult | CreateTaskResult:
         params = request.params
         entry = self._server.tables.tools.get(params.name)
         if entry is None:
             raise InvalidParams(f"Unknown tool: {params.name}")
         arguments = params.arguments if params.arguments is not UNSET else {}
+        if entry.task is not None and self.tasks is not None:
+            tasked = _tasked(entry, params.meta.client_capabilities.extensions)
+            if tasked:
+                return await self._call_task_tool(request, peer, sink, entry, arguments)
 
         async def invoke(ctx: Context) -> Any:
             if entry.ask_if_missing:
@@ -109,6 +117,34 @@ class Runner:
         except Exception as exc:
             out = tool_failure(exc, params.name, self._log)  # a ProtocolError is re-raised
         return self._tool_outcome(entry, out)
+
+    async def _call_task_tool(
+        self, request: CallToolRequest, peer: Peer, sink: NotificationSink | None,
+        entry: ToolEntry, arguments: dict[str, Any],
+    ) -> CallToolResult | InputRequiredResult | CreateTaskResult:
+        """A task tool for a client that declared the tasks extension: a task, after any MRTR
+        rounds before `ctx.begin_task()` (the round reaching it returns the task)."""
+        tasks, meta = self.tasks, request.params.meta
+        assert tasks is not None
+        round_, ctx = self._open(request, peer, sink, entry.tool.name, arguments)
+        if not entry.task_later:
+            if not entry.ask_if_missing:
+                try:
+                    entry.convert(arguments)  # bad arguments fail now, not inside the task
+                except Exception as exc:
+                    return self._tool_outcome(entry, tool_failure(exc, entry.tool.name,
+                                                                   self._log))
+            return await tasks.create(entry, meta, arguments, peer, round_.flow)
+        ctx.task_hooks = PreTask()
+
+        async def finish() -> Any:
+            try:
+                return await self._tool_result(
+                    entry, round_.run(lambda c: invoke_tool(entry, c, arguments), ctx))
+            except StartTask:
+                return await tasks.create(entry, meta, arguments, peer, round_.flow)
+
+        return await self._redeem(round_, request, CallToolResult, finish)
 
     async def _tool_result(
         self, entry: ToolEntry, run: Awaitable[Any]
@@ -214,6 +250,27 @@ class _LazyBinding:
 
 def _unbound() -> Binding:
     raise AssertionError("a bare context never seals a state")
+
+
+def invoke_tool(entry: ToolEntry, ctx: Context, arguments: dict[str, Any]) -> Awaitable[Any]:
+    """Call a tool's handler with its validated (or elicited) arguments."""
+
+    async def invoke() -> Any:
+        if entry.ask_if_missing:
+            args = await _arguments(ctx, entry, arguments)
+        else:
+            args = entry.convert(arguments)
+        return await (entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args))
+
+    return invoke()
+
+
+def _tasked(entry: ToolEntry, extensions: object) -> bool:
+    """Whether this call runs as a task; raises -32021 for a required task and no extension."""
+    declared = isinstance(extensions, dict) and TASKS_EXTENSION in extensions
+    if not declared and entry.task == "required":
+        raise MissingRequiredClientCapability({"extensions": {TASKS_EXTENSION: {}}})
+    return declared
 
 
 async def _arguments(ctx: Context, entry: ToolEntry, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -63,6 +63,7 @@ def session_capabilities(version: str, capabilities: JSONObject) -> JSONObject:
     2025-11-25 added URL elicitation and sampling tools/context; 2025-03-26 has no elicitation.
     """
     caps = {k: v for k, v in capabilities.items() if isinstance(v, dict)}
+    caps.pop("extensions", None)  # the tasks extension is never enabled for a session (§7)
     if version == "2025-11-25":
         return caps
     elicitation = caps.pop("elicitation", None)

@@ -1,0 +1,117 @@
+"""`tasks/get`, `tasks/update` and `tasks/cancel`: any replica answers from the task record."""
+
+# Design: every call first checks the tasks extension in this request's `_meta` (-32021), then
+# finds the record under the caller's principal: an unknown id, an expired one and another
+# principal's all get the same -32602. A call on a task that can move (its runner died, answers
+# wait) resumes it here (TaskRunner.resume). `input_required` lists only keys still unanswered.
+from __future__ import annotations
+
+import msgspec
+
+from mrtr.errors import InvalidParams, MissingRequiredClientCapability
+from mrtr.protocol import (
+    METHODS,
+    TASKS_EXTENSION,
+    UNSET,
+    CancelTaskRequest,
+    CancelTaskResult,
+    ErrorObject,
+    GetTaskRequest,
+    GetTaskResult,
+    InputRequest,
+    RequestMeta,
+    UpdateTaskRequest,
+    UpdateTaskResult,
+)
+from mrtr.server._peer import NotificationSink, Peer
+from mrtr.server._task_records import TaskRecord, iso_time
+from mrtr.server._tasks import TaskRunner
+
+__all__ = ["TaskMethods", "declares_tasks"]
+
+_REQUIRED = METHODS["tasks/get"].required_capability() or {}
+
+
+def declares_tasks(meta: RequestMeta) -> bool:
+    """Whether this request's client capabilities declare the tasks extension."""
+    extensions = meta.client_capabilities.extensions
+    return extensions is not UNSET and TASKS_EXTENSION in extensions
+
+
+class TaskMethods:
+    """The `tasks/*` routes of one Dispatcher."""
+
+    def __init__(self, runner: TaskRunner) -> None:
+        self.runner = runner
+
+    async def get(self, request: GetTaskRequest, peer: Peer,
+                  sink: NotificationSink | None) -> GetTaskResult:
+        record = await self._find(request.params.meta, request.params.task_id, peer)
+        await self.runner.resume(record)
+        return await self.detailed(record)
+
+    async def update(self, request: UpdateTaskRequest, peer: Peer,
+                     sink: NotificationSink | None) -> UpdateTaskResult:
+        params = request.params
+        record = await self._find(params.meta, params.task_id, peer)
+        if not record.terminal:
+            book = self.runner.book
+            for key, response in params.input_responses.items():
+                if key in record.open:  # unknown, settled and superseded keys: acked, ignored
+                    await book.answer(record, key, response)
+            await self.runner.resume(record)
+        return UpdateTaskResult(meta=self.runner.meta)
+
+    async def cancel(self, request: CancelTaskRequest, peer: Peer,
+                     sink: NotificationSink | None) -> CancelTaskResult:
+        params = request.params
+        record = await self._find(params.meta, params.task_id, peer)
+        if not record.terminal:
+            await self.runner.book.cancel(record)
+            if not self.runner.stop(record.task_id, "cancel"):
+                await self._cancel_idle(record)
+        return CancelTaskResult(meta=self.runner.meta)
+
+    async def _cancel_idle(self, record: TaskRecord) -> None:
+        """Settle a task nobody runs here; a runner elsewhere sees the flag at its next beat."""
+        runner = self.runner
+        if await runner.book.acquire(record):
+            fresh = await runner.book.load(record.task_id)
+            if fresh is None or fresh.terminal:
+                await runner.book.release(record.task_id)
+                return
+            await runner._settle(fresh, "cancelled")
+
+    async def _find(self, meta: RequestMeta, task_id: str, peer: Peer) -> TaskRecord:
+        if not declares_tasks(meta):
+            raise MissingRequiredClientCapability(_REQUIRED)
+        record = await self.runner.book.load(task_id)
+        if record is None or record.principal != peer.principal:
+            raise InvalidParams("Unknown task")
+        return record
+
+    async def detailed(self, record: TaskRecord) -> GetTaskResult:
+        """The DetailedTask for `record` as `tasks/get` returns it."""
+        status = record.status
+        requests: dict[str, InputRequest] | None = None
+        if status == "input_required":
+            answered = await self.runner.book.answers(record)
+            waiting = {k: v for k, v in record.asked.items() if k not in answered}
+            if waiting:
+                requests = msgspec.convert(waiting, dict[str, InputRequest])
+            else:
+                status = "working"  # every ask is answered: the task is about to move on
+        return GetTaskResult(
+            task_id=record.task_id,
+            status=status,  # type: ignore[arg-type]
+            status_message=record.status_message if record.status_message is not None else UNSET,
+            created_at=iso_time(record.created_at),
+            last_updated_at=iso_time(record.updated_at),
+            ttl_ms=record.ttl_ms,
+            poll_interval_ms=record.poll_interval_ms,
+            input_requests=requests if requests is not None else UNSET,
+            result=record.result if record.result is not None else UNSET,
+            error=(msgspec.convert(record.error, ErrorObject) if record.error is not None
+                   else UNSET),
+            meta=self.runner.meta,
+        )

@@ -1,0 +1,308 @@
+"""TaskRunner: tool calls run as durable tasks (`io.modelcontextprotocol/tasks`)."""
+
+# Design: a task is the same straight-line handler replayed by the round engine, with the task
+# record in the Store in place of the sealed requestState. An unanswered ask parks the task
+# (`input_required`, record saved, run lease released, no coroutine kept); `tasks/update` stores
+# the answers and whoever takes the lease next replays the handler from the record's journal,
+# in any process. A runner renews its lease while it runs, so a lapsed lease means a dead process:
+# the next `tasks/get`, `update` or `cancel` on any replica resumes the task (`ctx.once` replays
+# from the Store, so side effects do not repeat). Wire keys are unique over the task's lifetime.
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import msgspec
+
+from mrtr.errors import ProtocolError
+from mrtr.protocol import (
+    UNSET,
+    CallToolResult,
+    CreateTaskResult,
+    InputRequiredResult,
+    JSONObject,
+    RequestMeta,
+)
+from mrtr.server._context import Context, StartTask
+from mrtr.server._failures import tool_failure, wire_error
+from mrtr.server._journal import FlowState
+from mrtr.server._peer import Peer
+from mrtr.server._registry import Server, ToolEntry
+from mrtr.server._results import checked_tool_result
+from mrtr.server._rounds import Round, RoundEngine
+from mrtr.server._sealing import Binding
+from mrtr.server._task_records import TaskBook, TaskRecord, iso_time, new_task_id
+
+__all__ = ["Invoke", "PreTask", "TaskRunner"]
+
+Invoke = Callable[[ToolEntry, Context, dict[str, Any]], Awaitable[Any]]  # _runs.invoke_tool
+
+
+class PreTask:
+    """The hooks of a task tool's MRTR phase: `ctx.begin_task()` starts the task."""
+
+    async def begin(self) -> None:
+        raise StartTask()
+
+    async def status(self, message: str) -> None:
+        return None
+
+
+class _InTask:
+    """The hooks inside a task: `begin_task` is done; progress becomes the status message."""
+
+    def __init__(self, runner: TaskRunner, record: TaskRecord) -> None:
+        self._runner = runner
+        self._record = record
+
+    async def begin(self) -> None:
+        return None
+
+    async def status(self, message: str) -> None:
+        record = self._record
+        if record.status_message != message:
+            record.status_message = message
+            record.updated_at = self._runner.clock()
+            await self._runner.book.save(record)
+
+
+class _TaskRound(Round):
+    """A Round that parks (records its asks) instead of sealing a requestState."""
+
+    __slots__ = ("parked",)
+
+    def __init__(self, engine: RoundEngine, flow: FlowState, deadline: float) -> None:
+        super().__init__(engine, flow, _never_sealed, deadline)
+        self.parked: dict[str, str] | None = None
+
+    def _suspend(self, asks: Mapping[str, Any], shapes: dict[str, str],
+                 state: Any) -> InputRequiredResult:
+        self.parked = dict(shapes)
+        self.flow.state = state
+        return InputRequiredResult(input_requests=dict(asks) if asks else UNSET)
+
+
+def _never_sealed() -> Binding:
+    raise AssertionError("a task round never seals a state")
+
+
+class TaskRunner:
+    """Creates, runs, parks and resumes the tasks of one Server (one per Dispatcher)."""
+
+    def __init__(self, server: Server, engine: RoundEngine, book: TaskBook,
+                 meta: dict[str, Any], log: logging.Logger, invoke: Invoke,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.server = server
+        self.invoke = invoke
+        self.engine = engine
+        self.book = book
+        self.meta = meta
+        self.log = log
+        self.clock = clock
+        self.live: dict[str, asyncio.Task[None]] = {}  # tasks this process is running
+        self._stopping: dict[str, str] = {}  # task id -> why its coroutine is cancelled
+
+    # -- creation ------------------------------------------------------------------------------
+    async def create(self, entry: ToolEntry, meta: RequestMeta, arguments: dict[str, Any],
+                     peer: Peer, flow: FlowState) -> CreateTaskResult | CallToolResult:
+        """Record a task for `entry` and start it here; the record is durable on return.
+
+        A principal over its cap of live tasks gets an `isError` result instead.
+        """
+        policy, now = self.book.policy, self.clock()
+        expires = now + policy.ttl_ms / 1000
+        if await self.book.count(peer.principal, 1, expires) > policy.max_live:
+            await self.book.count(peer.principal, -1, expires)
+            self.log.warning("principal %r is over its cap of %d live tasks", peer.principal,
+                             policy.max_live)
+            return CallToolResult(
+                content=[_text(f"Too many tasks in progress (limit {policy.max_live}): wait for "
+                               "one to finish or cancel one, then call again.")],
+                is_error=True, meta=self.meta)
+        flow.pending, flow.round_id = {}, ""
+        if not flow.flow_id:
+            flow.flow_id = self.engine.new_flow_id()
+        record = TaskRecord(
+            task_id=new_task_id(), principal=peer.principal, tool=entry.tool.name,
+            arguments=arguments, meta=msgspec.to_builtins(meta), created_at=now, updated_at=now,
+            expires=expires, ttl_ms=policy.ttl_ms, poll_interval_ms=policy.poll_interval_ms,
+            flow=flow)
+        await self.book.acquire(record)  # a fresh id: ours; taken before the record is visible
+        await self.book.save(record)
+        self._start(record)
+        return CreateTaskResult(
+            task_id=record.task_id, status="working", created_at=iso_time(now),
+            last_updated_at=iso_time(now), ttl_ms=record.ttl_ms,
+            poll_interval_ms=record.poll_interval_ms, meta=self.meta)
+
+    # -- running -------------------------------------------------------------------------------
+    def _start(self, record: TaskRecord) -> None:
+        task = asyncio.get_running_loop().create_task(self._drive(record))
+        self.live[record.task_id] = task
+        task.add_done_callback(lambda _: self._forget(record.task_id, task))
+
+    def _forget(self, task_id: str, task: asyncio.Task[None]) -> None:
+        if self.live.get(task_id) is task:
+            del self.live[task_id]
+        self._stopping.pop(task_id, None)
+
+    async def resume(self, record: TaskRecord) -> None:
+        """Run a task here if nobody does and it can move: its runner died, or answers wait."""
+        if record.terminal or record.task_id in self.live:
+            return
+        if record.status == "input_required" and not await self.book.answers(record):
+            return
+        if record.status == "working" and await self.book.running(record.task_id):
+            return
+        if await self.book.acquire(record):
+            fresh = await self.book.load(record.task_id)  # the record as its last runner left it
+            if fresh is None or fresh.terminal:
+                await self.book.release(record.task_id)
+                return
+            if record.status == "working":  # its runner stopped renewing the lease: it died
+                self.log.warning("task %s: taking over from a runner that died", record.task_id)
+            self._start(fresh)
+
+    def stop(self, task_id: str, why: str) -> bool:
+        """Cancel the coroutine running `task_id` here, if any; `why` is "cancel" or "lost"."""
+        task = self.live.get(task_id)
+        if task is None:
+            return False
+        self._stopping[task_id] = why
+        task.cancel()
+        return True
+
+    async def _drive(self, record: TaskRecord) -> None:
+        beat = asyncio.get_running_loop().create_task(self._heartbeat(record.task_id))
+        try:
+            while await self._step(record):
+                pass
+        except asyncio.CancelledError:
+            why = self._stopping.get(record.task_id)
+            with contextlib.suppress(Exception):
+                if why == "cancel":
+                    await asyncio.shield(self._settle(record, "cancelled"))
+                elif why is None:  # shutting down: leave the task to another process
+                    await asyncio.shield(self.book.release(record.task_id))
+        except Exception:  # the store failed: the lease lapses and another process resumes
+            self.log.exception("task %s: runner failed", record.task_id)
+        finally:
+            beat.cancel()
+
+    async def _heartbeat(self, task_id: str) -> None:
+        """Renew the run lease and watch the cancel flag while the task runs here."""
+        every = min(self.book.policy.lease / 3, 1.0)
+        while True:
+            await asyncio.sleep(every)
+            try:
+                if await self.book.cancelled(task_id):
+                    self.stop(task_id, "cancel")
+                    return
+                if not await self.book.renew(task_id):
+                    self.log.warning("task %s: lost its lease, stopping here", task_id)
+                    self.stop(task_id, "lost")
+                    return
+            except ProtocolError as exc:  # StoreUnavailable: try again next beat
+                self.log.warning("task %s: heartbeat failed: %r", task_id, exc)
+
+    async def _step(self, record: TaskRecord) -> bool:
+        """Replay the handler once; True when answers came meanwhile and it should run again."""
+        if await self.book.cancelled(record.task_id):
+            await self._settle(record, "cancelled")
+            return False
+        entry = self.server.tables.tools.get(record.tool)
+        if entry is None:  # the tool was removed by a redeploy
+            await self._settle(record, "failed", error=wire_error(
+                LookupError(record.tool), f"task {record.task_id}", self.log))
+            return False
+        answers = await self.book.answers(record)
+        flow = record.flow
+        flow.pending = {record.keys[w][0]: record.keys[w][1] for w in record.open}
+        responses = {record.keys[w][0]: answer for w, answer in answers.items()}
+        round_ = _TaskRound(self.engine, flow, record.expires)
+        ctx = round_.context(request_id=f"task:{record.task_id}", meta=_meta(record),
+                             peer=Peer(principal=record.principal, transport="task"),
+                             input_responses=responses)
+        ctx.task_hooks, ctx.task_id = _InTask(self, record), record.task_id
+        try:
+            out = await self._run(entry, round_, ctx, record.arguments)
+        except (ProtocolError, StartTask) as exc:
+            await self._settle(record, "failed", error=wire_error(exc, record.tool, self.log))
+            return False
+        if round_.parked is None:
+            await self._settle(record, "completed", result=out)
+            return False
+        return await self._park(record, answers, round_.parked, out)
+
+    async def _run(self, entry: ToolEntry, round_: Round, ctx: Context,
+                   arguments: dict[str, Any]) -> Any:
+        try:
+            out = await round_.run(lambda c: self.invoke(entry, c, arguments), ctx)
+        except Exception as exc:
+            out = tool_failure(exc, entry.tool.name, self.log)  # a ProtocolError is re-raised
+        if isinstance(out, InputRequiredResult):
+            return out
+        return checked_tool_result(entry.tool.name, out, entry.check_output, self.log)
+
+    async def _park(self, record: TaskRecord, consumed: Mapping[str, object],
+                    parked: Mapping[str, str], out: InputRequiredResult) -> bool:
+        requests = out.input_requests if out.input_requests is not UNSET else {}
+        still = {w: record.keys[w] for w in record.open if w not in consumed}
+        opened: list[str] = []
+        asked: dict[str, JSONObject] = {}
+        for key, shape in parked.items():
+            wire = next((w for w, ks in still.items() if ks == [key, shape]), None)
+            if wire is None:
+                wire = _fresh_key(record.keys, key)
+                record.keys[wire] = [key, shape]
+            opened.append(wire)
+            asked[wire] = msgspec.to_builtins(requests[key])
+        record.open, record.asked = opened, asked
+        record.status, record.updated_at = "input_required", self.clock()
+        await self.book.save(record)
+        await self.book.release(record.task_id)
+        # An answer stored while we ran found the lease taken: look again, now that it is free.
+        return bool(await self.book.answers(record)) and await self.book.acquire(record)
+
+    async def _settle(self, record: TaskRecord, status: str, *, result: Any = None,
+                      error: ProtocolError | None = None) -> None:
+        """Write the terminal record, free the lease and the principal's slot."""
+        if result is not None:
+            record.result = msgspec.to_builtins(_with_meta(result, self.meta))
+        if error is not None:
+            record.error = msgspec.to_builtins(error.to_wire())
+        record.status, record.updated_at = status, self.clock()
+        record.open, record.asked = [], {}
+        await self.book.save(record)
+        await self.book.release(record.task_id)
+        await self.book.count(record.principal, -1, record.expires)
+
+
+def _fresh_key(keys: Mapping[str, object], key: str) -> str:
+    """`key`, or `key.N` when the task already used it (keys are never reused in a task)."""
+    if key not in keys:
+        return key
+    n = 2
+    while f"{key}.{n}" in keys:
+        n += 1
+    return f"{key}.{n}"
+
+
+def _meta(record: TaskRecord) -> RequestMeta:
+    return msgspec.convert(record.meta, RequestMeta)
+
+
+def _with_meta(result: Any, meta: dict[str, Any]) -> Any:
+    if getattr(result, "meta", None) is UNSET:
+        return msgspec.structs.replace(result, meta=meta)
+    return result
+
+
+def _text(text: str) -> Any:
+    from mrtr.protocol import TextContent
+
+    return TextContent(text=text)
