@@ -22,6 +22,7 @@ from mrtr.client._limits import ClientLimits
 from mrtr.client._requests import ProgressHandler
 from mrtr.client._session import VersionRefused
 from mrtr.client._stepping import ManualFlow
+from mrtr.client._telemetry import Telemetry
 from mrtr.client._transport import (
     NotificationSink,
     SessionExpired,
@@ -54,6 +55,7 @@ __all__ = [
     "Sleep",
     "Step",
     "Suspended",
+    "Telemetry",
     "TooManyInputs",
     "TooManyRounds",
     "Transport",

@@ -82,6 +82,7 @@ from ._requests import (
     request_headers,
 )
 from ._stepping import ManualFlow
+from ._telemetry import Telemetry
 from ._tools import ToolIndex
 from ._transport import Transport
 
@@ -138,6 +139,7 @@ class Client:
         self._cache = TTLCache(clock)
         self._tools = ToolIndex(check_headers=transport.sends_headers)
         self.era = Era(transport, mode, handlers=self.handlers, client_info=self.client_info)
+        self.telemetry = Telemetry()  # spans per flow and round: docs/operations.md
 
     async def __aenter__(self) -> Client:
         return self
@@ -300,7 +302,7 @@ class Client:
             return await fulfil(self.handlers, step.input_requests, step.round)
 
         flow = self._new_flow(request, expect, progress is not None)
-        return await self._bounded(drive(flow, send=send, fulfil=answer))
+        return await self._bounded(drive(flow, send=send, fulfil=answer, telemetry=self.telemetry))
 
     async def _bounded(self, work: Awaitable[ResultT]) -> ResultT:
         """Await `work` within `timeout`; raises TimeoutError naming the deadline."""

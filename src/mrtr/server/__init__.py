@@ -12,6 +12,7 @@ from mrtr.server._schema import AskIfMissing, Header
 from mrtr.server._sealing import Binding, Sealer, generate_key, parse_keys
 from mrtr.server._session import Session
 from mrtr.server._session_server import SessionServer
+from mrtr.server._telemetry import Telemetry
 
 __all__ = [
     "Ask",
@@ -38,6 +39,7 @@ __all__ = [
     "Server",
     "Session",
     "SessionServer",
+    "Telemetry",
     "ToolError",
     "Uri",
 ]
