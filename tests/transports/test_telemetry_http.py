@@ -33,7 +33,14 @@ from mrtr.protocol import ElicitRequestParams, ElicitResult  # noqa: E402
 from mrtr.server import Dispatcher, Telemetry  # noqa: E402
 from mrtr.transports import HTTPTransport, McpApp  # noqa: E402
 from tests.transports import apps  # noqa: E402
-from tests.transports.conftest import LiveServer, free_port  # noqa: E402
+from tests.transports.conftest import (  # noqa: E402
+    LiveServer,
+    asgi_client,
+    call,
+    free_port,
+    post_args,
+    run,
+)
 
 
 async def answer(params: ElicitRequestParams) -> ElicitResult:
@@ -161,3 +168,27 @@ def test_spans_reach_an_otlp_http_receiver(receiver: Receiver) -> None:
         assert values["mrtr.flow.id"].string_value
     assert sorted(rounds) == [1, 2, 3]
     assert len({s.trace_id for s in spans}) == 1
+
+
+META_PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+HEADER_PARENT = "00-11111111111111111111111111111111-2222222222222222-01"
+
+
+@pytest.mark.parametrize(("in_meta", "trace_id"), [
+    (True, "0af7651916cd43dd8448eb211c80319c"),  # _meta wins over the conflicting header
+    (False, "1" * 32),  # the header is the fallback
+])
+def test_meta_traceparent_wins_over_the_http_header(in_meta: bool, trace_id: str) -> None:
+    tracing, exporter = memory_tracing()
+    app = McpApp(Dispatcher(apps.app, telemetry=Telemetry(tracer_provider=tracing)))
+    body = call("add", {"a": 1, "b": 2}, extra_meta={"traceparent": META_PARENT} if in_meta
+                else None)
+
+    async def go() -> int:
+        async with asgi_client(app) as client:
+            response = await client.post("/mcp", **post_args(body, traceparent=HEADER_PARENT))
+            return response.status_code
+
+    assert run(go()) == 200
+    (span,) = exporter.get_finished_spans()
+    assert f"{span.context.trace_id:032x}" == trace_id
