@@ -37,23 +37,32 @@ def load_api() -> Any:
     try:
         from opentelemetry import context, metrics, trace
         from opentelemetry.metrics import NoOpMeterProvider
+        from opentelemetry.metrics import _internal as metrics_state
         from opentelemetry.trace import Link, NoOpTracerProvider, ProxyTracerProvider, SpanKind
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
         from opentelemetry.trace.status import Status, StatusCode
     except ImportError:
         return None
-    proxy_meters: tuple[type, ...] = (NoOpMeterProvider,)
-    try:  # private, but the only way to tell "no SDK yet" from a configured provider
-        from opentelemetry.metrics._internal import _ProxyMeterProvider
-
-        proxy_meters += (_ProxyMeterProvider,)
-    except ImportError:  # pragma: no cover - a future API version
-        pass
     return SimpleNamespace(
-        trace=trace, metrics=metrics, context=context, Link=Link, SpanKind=SpanKind, Status=Status,
-        StatusCode=StatusCode, propagator=TraceContextTextMapPropagator(),
-        inert_tracers=(ProxyTracerProvider, NoOpTracerProvider), inert_meters=proxy_meters,
+        trace=trace, metrics=metrics, context=context, Link=Link, SpanKind=SpanKind,
+        Status=Status, StatusCode=StatusCode, propagator=TraceContextTextMapPropagator(),
+        tracer_provider=_global(trace, "_TRACER_PROVIDER", trace.get_tracer_provider),
+        meter_provider=_global(metrics_state, "_METER_PROVIDER", metrics.get_meter_provider),
+        inert=(ProxyTracerProvider, NoOpTracerProvider, NoOpMeterProvider,
+               getattr(metrics_state, "_ProxyMeterProvider", NoOpMeterProvider)),
     )
+
+
+def _global(module: Any, name: str, getter: Any) -> Any:
+    """A per-request look-up of the global provider: None until one is set.
+
+    The API's own getters test `os.environ` on every call while none is set (a few µs);
+    reading the module's global is what keeps a server without an SDK at near zero cost.
+    """
+    getter()  # once: loads a provider named by OTEL_PYTHON_*_PROVIDER, as the API would
+    if not hasattr(module, name):  # pragma: no cover - a future API version: the public way
+        return getter
+    return lambda: getattr(module, name)
 
 
 class Instruments:
@@ -101,25 +110,25 @@ class Telemetry:
     # -- providers -----------------------------------------------------------------------------
     def tracer(self) -> Any:
         """The tracer to use now, or None while no SDK is configured."""
-        api = self.api
-        provider: Any = self._tracer_provider or api.trace.get_tracer_provider()
-        if isinstance(provider, api.inert_tracers):
+        provider: Any = self._tracer_provider or self.api.tracer_provider()
+        if provider is None:
             return None
         seen, tracer = self._tracer
         if seen is not provider:
-            tracer = provider.get_tracer(SCOPE)
+            inert = isinstance(provider, self.api.inert)
+            tracer = None if inert else provider.get_tracer(SCOPE)
             self._tracer = (provider, tracer)
         return tracer
 
     def instruments(self) -> Instruments | None:
         """The instruments to record with now, or None while no SDK is configured."""
-        api = self.api
-        provider: Any = self._meter_provider or api.metrics.get_meter_provider()
-        if isinstance(provider, api.inert_meters):
+        provider: Any = self._meter_provider or self.api.meter_provider()
+        if provider is None:
             return None
         seen, instruments = self._meters
         if seen is not provider:
-            instruments = Instruments(provider.get_meter(SCOPE))
+            inert = isinstance(provider, self.api.inert)
+            instruments = None if inert else Instruments(provider.get_meter(SCOPE))
             self._meters = (provider, instruments)
         return instruments
 
