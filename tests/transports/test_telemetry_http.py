@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,9 +37,11 @@ from mrtr.server import Dispatcher, Telemetry  # noqa: E402
 from mrtr.transports import HTTPTransport, McpApp  # noqa: E402
 from tests.transports import apps  # noqa: E402
 from tests.transports.conftest import (  # noqa: E402
+    ROOT,
     LiveServer,
     asgi_client,
     call,
+    cli_env,
     free_port,
     post_args,
     run,
@@ -114,10 +119,11 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - the http.server hook name
                 body = self.rfile.read(int(self.headers["content-length"]))
-                export = ExportTraceServiceRequest()
-                export.ParseFromString(body)
-                receiver.requests.append(export)
-                receiver.got.set()
+                if self.path == "/v1/traces":  # metrics may come too: acknowledged, not read
+                    export = ExportTraceServiceRequest()
+                    export.ParseFromString(body)
+                    receiver.requests.append(export)
+                    receiver.got.set()
                 self.send_response(200)
                 self.send_header("content-type", "application/x-protobuf")
                 self.send_header("content-length", "0")
@@ -192,3 +198,34 @@ def test_meta_traceparent_wins_over_the_http_header(in_meta: bool, trace_id: str
     assert run(go()) == 200
     (span,) = exporter.get_finished_spans()
     assert f"{span.context.trace_id:032x}" == trace_id
+
+
+DOC_RUNNER = """
+import asyncio, runpy, sys
+import msgspec
+from mrtr.server import Dispatcher, Peer
+ns = runpy.run_path(sys.argv[1])
+app = ns["app"]
+
+@app.tool()
+async def ping() -> str:
+    return "pong"
+
+body = msgspec.json.encode({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": "ping", "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                              "io.modelcontextprotocol/clientCapabilities": {}}}})
+asyncio.run(Dispatcher(app).handle_bytes(body, Peer()))
+ns["tracing"].shutdown()
+"""
+
+
+@pytest.mark.slow
+def test_the_operations_doc_setup_exports_spans(receiver: Receiver, tmp_path: Path) -> None:
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    code = doc.split("\n## Tracing\n", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "app.py").write_text(code)
+    env = {**cli_env(), "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url.rsplit("/v1/", 1)[0]}
+    subprocess.run([sys.executable, "-c", DOC_RUNNER, str(tmp_path / "app.py")], env=env,
+                   check=True, timeout=60, cwd=ROOT)
+    assert receiver.got.wait(10)
+    assert [s.name for s in receiver.spans()] == ["tools/call ping"]

@@ -8,14 +8,15 @@ import importlib
 from typing import TYPE_CHECKING
 
 from mrtr.transports._asgi import Authenticator, McpApp, Unauthorized
+from mrtr.transports._logging import JsonFormatter, RequestContext
 from mrtr.transports._stdio_server import serve_stdio
 
 if TYPE_CHECKING:
     from mrtr.transports._http_client import HTTPTransport
     from mrtr.transports._stdio_client import StdioTransport
 
-__all__ = ["Authenticator", "HTTPTransport", "McpApp", "serve_stdio", "StdioTransport",
-           "Unauthorized"]
+__all__ = ["Authenticator", "HTTPTransport", "JsonFormatter", "McpApp", "RequestContext",
+           "serve_stdio", "StdioTransport", "Unauthorized"]
 
 _LAZY = {"HTTPTransport": "mrtr.transports._http_client",
          "StdioTransport": "mrtr.transports._stdio_client"}
