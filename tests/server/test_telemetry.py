@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from typing import Any
 
 import msgspec
@@ -19,7 +20,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 from opentelemetry.trace import SpanKind  # noqa: E402
 
-from mrtr.server import Context, Dispatcher, Form, Peer, Server, Telemetry  # noqa: E402
+from mrtr.server import (  # noqa: E402
+    Context,
+    Dispatcher,
+    Form,
+    Peer,
+    Server,
+    SessionServer,
+    Telemetry,
+)
 from mrtr.stores import MemoryStore  # noqa: E402
 
 app = Server("telemetry-tests", version="1")
@@ -171,3 +180,22 @@ def test_without_an_sdk_nothing_is_recorded_and_the_probe_is_left() -> None:
                                   "io.modelcontextprotocol/clientCapabilities": {}}}})
     assert asyncio.run(dispatcher.handle_bytes(body, Peer())) is not None
     assert current_probe() is None
+
+
+def test_a_2025_session_request_records_a_digest_of_its_session_id() -> None:
+    rig = Rig()
+    server = SessionServer(rig.dispatcher)
+    session, _ = server.initialize({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}, Peer())
+    assert session is not None
+
+    async def outbound(message: bytes) -> None:
+        pass
+
+    message = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+               "params": {"name": "boom", "arguments": {}}}
+    assert asyncio.run(server.serve(session, message, Peer(), outbound)) is not None
+    attrs = dict(rig.server_spans()[-1].attributes or {})
+    assert attrs["mcp.session.id"] == hashlib.sha256(session.id.encode()).hexdigest()[:16]
+    assert session.id not in str(attrs)

@@ -229,3 +229,14 @@ def test_the_operations_doc_setup_exports_spans(receiver: Receiver, tmp_path: Pa
                    check=True, timeout=60, cwd=ROOT)
     assert receiver.got.wait(10)
     assert [s.name for s in receiver.spans()] == ["tools/call ping"]
+
+
+def test_serve_keeps_a_dispatchers_telemetry_when_it_adds_a_store_or_keys() -> None:
+    from mrtr.server import generate_key, parse_keys
+    from mrtr.transports._stores import with_store
+    from mrtr.transports._target import with_keys
+
+    telemetry = Telemetry(tracer_provider=memory_tracing()[0])
+    own = Dispatcher(apps.app, telemetry=telemetry)
+    assert with_store(own, "memory:").telemetry is telemetry
+    assert with_keys(own, parse_keys(generate_key())).telemetry is telemetry

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import time
 from collections.abc import Mapping
 from types import SimpleNamespace
@@ -172,6 +173,9 @@ class Telemetry:
                                       "jsonrpc.request.id": str(probe.request_id),
                                       "network.transport": "pipe" if peer.transport == "stdio"
                                       else "tcp"}
+        if peer.session_id is not None:  # a digest: a session id is a credential of sorts
+            digest = hashlib.sha256(peer.session_id.encode()).hexdigest()[:16]
+            attributes["mcp.session.id"] = digest
         version = getattr(meta, "protocol_version", None)
         if isinstance(version, str):
             attributes["mcp.protocol.version"] = version
