@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import sys
 from typing import Any
 
 import msgspec
@@ -199,3 +200,26 @@ def test_a_2025_session_request_records_a_digest_of_its_session_id() -> None:
     attrs = dict(rig.server_spans()[-1].attributes or {})
     assert attrs["mcp.session.id"] == hashlib.sha256(session.id.encode()).hexdigest()[:16]
     assert session.id not in str(attrs)
+
+
+def test_without_opentelemetry_the_import_is_tried_once_and_nothing_else_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mrtr.server._telemetry import load_api
+
+    load_api.cache_clear()
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # as if not installed
+    try:
+        dispatchers = [Dispatcher(app, store=MemoryStore()) for _ in range(3)]
+        assert not any(d.telemetry.enabled for d in dispatchers)
+        assert load_api.cache_info().misses == 1
+        ledger = dispatchers[0]._runner._engine.ledger
+        assert ledger is not None and type(ledger.store) is MemoryStore  # not wrapped
+        reply = asyncio.run(dispatchers[0].handle_bytes(msgspec.json.encode({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "boom", "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {}}}}), Peer()))
+        assert reply is not None and b"isError" in reply.body
+    finally:
+        load_api.cache_clear()
