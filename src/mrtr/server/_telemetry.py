@@ -27,6 +27,8 @@ __all__ = ["Telemetry", "load_api"]
 SCOPE = "mrtr"
 _FLOW_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 _NAMED = {"tools/call": "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name"}
+_TARGET = "mcp.resource.uri"  # the target of other methods: resources/read, resources/subscribe
+_TASK = "mrtr.task.id"  # tasks/get, tasks/cancel, ... (the conventions have no task attribute)
 
 
 @functools.cache
@@ -186,7 +188,7 @@ class Telemetry:
                 attributes[named] = target
                 name = f"{name} {target}"
             else:
-                attributes["mcp.resource.uri"] = target
+                attributes[_TASK if name.startswith("tasks/") else _TARGET] = target
         if probe.method == "tools/call":
             attributes["gen_ai.operation.name"] = "execute_tool"
         span = tracer.start_span(name, context=parent, kind=api.SpanKind.SERVER,
@@ -282,7 +284,9 @@ def _finish_span(api: Any, span: Any, probe: Probe, summary: _Summary) -> None:
 
 def _record(instruments: Instruments, probe: Probe, summary: _Summary) -> None:
     method = {"mcp.method.name": probe.method}
-    instruments.in_flight[probe.method] -= 1
+    in_flight = instruments.in_flight
+    if probe.method in in_flight:  # absent only if the MeterProvider changed mid-request
+        in_flight[probe.method] -= 1
     timed: dict[str, Any] = dict(method)
     if summary.code is not None:
         timed["error.type"] = summary.code
