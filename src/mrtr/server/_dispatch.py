@@ -120,8 +120,8 @@ class Dispatcher:
         # Telemetry (docs/operations.md): OpenTelemetry's global providers unless given.
         self.telemetry = telemetry if telemetry is not None else Telemetry()
         self._traced = self.telemetry.enabled  # False: OpenTelemetry is not even installed
-        if store is not None and self._traced:
-            store = TimedStore(store, self.telemetry)
+        if store is not None and self.telemetry.recording():
+            store = TimedStore(store, self.telemetry)  # latency and replays: an SDK is set up
         ledger = Ledger(store, self.log) if store is not None else None
         engine = RoundEngine(self.sealer, max_rounds=max_rounds, ledger=ledger)
         self._lister = Lister(server, meta)

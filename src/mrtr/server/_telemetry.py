@@ -118,6 +118,10 @@ class Telemetry:
         """False when OpenTelemetry is not installed: nothing here can ever record."""
         return self.api is not None
 
+    def recording(self) -> bool:
+        """True when an SDK is configured now (a tracer or meter provider records)."""
+        return self.enabled and (self.tracer() is not None or self.instruments() is not None)
+
     # -- providers -----------------------------------------------------------------------------
     def tracer(self) -> Any:
         """The tracer to use now, or None while no SDK is configured."""
