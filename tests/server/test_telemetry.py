@@ -223,3 +223,24 @@ def test_without_opentelemetry_the_import_is_tried_once_and_nothing_else_runs(
         assert reply is not None and b"isError" in reply.body
     finally:
         load_api.cache_clear()
+
+
+class BrokenTracerProvider(TracerProvider):
+    """An SDK provider whose tracer fails: telemetry bugs must never fail a request."""
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
+        class Broken:
+            def start_span(self, *args: Any, **kwargs: Any) -> Any:
+                raise RuntimeError("exporter misconfigured")
+
+        return Broken()
+
+
+def test_failing_telemetry_is_logged_and_the_request_is_served(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rig = Rig()
+    rig.dispatcher.telemetry = Telemetry(tracer_provider=BrokenTracerProvider())
+    first = rig.call({"name": "greet"})
+    assert first["result"]["resultType"] == "input_required"
+    assert any("telemetry failed" in r.getMessage() for r in caplog.records)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import time
 from collections.abc import Mapping
 from types import SimpleNamespace
@@ -25,6 +26,7 @@ from mrtr.server._probe import Probe
 __all__ = ["Telemetry", "load_api"]
 
 SCOPE = "mrtr"
+_LOG = logging.getLogger("mrtr.telemetry")
 _FLOW_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 _NAMED = {"tools/call": "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name"}
 _TARGET = "mcp.resource.uri"  # the target of other methods: resources/read, resources/subscribe
@@ -149,7 +151,28 @@ class Telemetry:
 
     # -- one request ---------------------------------------------------------------------------
     def begin(self, probe: Probe, meta: Any, peer: Peer) -> None:
-        """Start the request's span (and in-flight count) when an SDK is configured."""
+        """Start the request's span (and in-flight count) when an SDK is configured.
+
+        Never raises: telemetry that fails is logged and the request goes on untraced.
+        """
+        try:
+            self._begin(probe, meta, peer)
+        except Exception:
+            probe.span = None
+            probe.started = 0.0
+            _LOG.exception("telemetry failed at the start of %s", probe.method)
+
+    def end(self, probe: Probe, result: object, error: BaseException | None) -> None:
+        """Finish the span and record the metrics of a request that got `result` or `error`.
+
+        Never raises (see `begin`).
+        """
+        try:
+            self._end(probe, result, error)
+        except Exception:
+            _LOG.exception("telemetry failed at the end of %s", probe.method)
+
+    def _begin(self, probe: Probe, meta: Any, peer: Peer) -> None:
         tracer = self.tracer()
         if tracer is not None:
             self._start_span(tracer, probe, meta, peer)
@@ -159,8 +182,7 @@ class Telemetry:
             in_flight = instruments.in_flight
             in_flight[probe.method] = in_flight.get(probe.method, 0) + 1
 
-    def end(self, probe: Probe, result: object, error: BaseException | None) -> None:
-        """Finish the span and record the metrics of a request that got `result` or `error`."""
+    def _end(self, probe: Probe, result: object, error: BaseException | None) -> None:
         summary = _summary(result, error)
         span = probe.span
         if span is not None:
