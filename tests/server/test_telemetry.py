@@ -244,3 +244,15 @@ def test_failing_telemetry_is_logged_and_the_request_is_served(
     first = rig.call({"name": "greet"})
     assert first["result"]["resultType"] == "input_required"
     assert any("telemetry failed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_sampled_out_request_is_served_and_exports_nothing() -> None:
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ALWAYS_OFF)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    rig = Rig()
+    rig.dispatcher.telemetry = Telemetry(tracer_provider=provider)
+    assert rig.call({"name": "greet"})["result"]["resultType"] == "input_required"
+    assert exporter.get_finished_spans() == ()

@@ -290,6 +290,9 @@ def _ask_kind(request: object) -> str:
 
 
 def _finish_span(api: Any, span: Any, probe: Probe, summary: _Summary) -> None:
+    if not span.is_recording():  # sampled out: nothing would keep the attributes
+        span.end()
+        return
     attributes: dict[str, Any] = {"mrtr.round": probe.round, "mrtr.outcome": summary.outcome}
     if probe.flow_id:
         attributes["mrtr.flow.id"] = probe.flow_id
