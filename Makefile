@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MUTATE_STAMP := $(VENV)/.installed-mutate
 
-.PHONY: run test lint unit conformance bench mutate mutate-sample clean
+.PHONY: run test lint unit conformance bench bench-otel mutate mutate-sample clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,6 +31,12 @@ conformance: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+# OpenTelemetry's cost (docs/operations.md): API installed without an SDK (`mrtr`), the package
+# hidden (`mrtr-nootel`), and the SDK with batch exporters (`mrtr-otel-sdk`), side by side.
+bench-otel: $(STAMP)
+	$(BIN)/python -m benchmarks.run --only mrtr-nootel,mrtr,mrtr-otel-sdk \
+		--workloads call1,mrtr2 --concurrency 32 $(BENCH_ARGS)
 
 $(MUTATE_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,mutate]'

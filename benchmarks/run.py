@@ -38,6 +38,9 @@ REPO = Path(__file__).resolve().parents[1]
 COPIED = (*SDKS, FLOOR)  # the shared targets.json entries the suite runs beside mrtr
 ONLY = ",".join((MRTR, *COPIED))
 STORES = {"mrtr-nostore": "none", "mrtr-memory": "memory:"}  # opt-in targets (--only)
+# Opt-in OpenTelemetry targets (docs/operations.md): the default `mrtr` has the API installed
+# and no SDK; these hide the package entirely, or configure the SDK with batch exporters.
+OTEL = ("mrtr-nootel", "mrtr-otel-sdk")
 WORKLOADS = ",".join(REPORTED_WORKLOADS)
 DEFAULTS = {"repeats": 3, "duration": 5.0, "warmup": 1.0, "quiet_wait": 60.0,
             "retry_disturbed": 2}
@@ -152,6 +155,12 @@ def targets_spec(
     for name, store in STORES.items():
         spec[name] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, --store {store}",
                       "cmd": f"{spec['mrtr']['cmd']} --store {store}"}
+    spec[OTEL[0]] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, opentelemetry hidden",
+                     "env": {"PYTHONPATH": f"{REPO / 'benchmarks' / 'no_otel'}{os.pathsep}{REPO}"}}
+    spec[OTEL[1]] = {**spec["mrtr"], "desc": "mrtr serve benchmarks.server_otel:app (SDK, "
+                     "batch span processor, OTLP-encoding exporters)",
+                     "cmd": spec["mrtr"]["cmd"].replace("benchmarks.server:app",
+                                                        "benchmarks.server_otel:app")}
     if base is not None:
         spec[BASE] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, baseline checkout",
                       "env": {"PYTHONPATH": f"{base / 'src'}{os.pathsep}{base}"}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -41,13 +42,23 @@ def test_targets_file_copies_sdk_and_floor_and_adds_mrtr() -> None:
                                                "ts-sdk")}
     spec = targets_spec(shared, Path("/x/.venv/bin/mrtr"))
     assert [k for k in spec if not k.startswith("_")] == [
-        "sdk", "sdk-json", "sdk-manual", "floor-uvicorn", "mrtr", "mrtr-nostore", "mrtr-memory"]
+        "sdk", "sdk-json", "sdk-manual", "floor-uvicorn", "mrtr", "mrtr-nostore", "mrtr-memory",
+        "mrtr-nootel", "mrtr-otel-sdk"]
     assert spec["mrtr-nostore"]["cmd"] == spec["mrtr"]["cmd"] + " --store none"
     assert spec["sdk"] == {"cmd": "sdk"}
     mrtr = spec["mrtr"]
     assert mrtr["cmd"].startswith("/x/.venv/bin/mrtr serve benchmarks.server:app ")
     assert "--host 127.0.0.1 --port {port}" in mrtr["cmd"]
     assert mrtr["env"] == {"PYTHONPATH": str(REPO)} and mrtr["path"] == "/mcp"
+
+
+def test_otel_targets_hide_the_package_or_configure_the_sdk_16() -> None:
+    spec = targets_spec({}, Path("/x/.venv/bin/mrtr"))
+    hidden = spec["mrtr-nootel"]
+    assert hidden["cmd"] == spec["mrtr"]["cmd"]
+    shadow = Path(hidden["env"]["PYTHONPATH"].split(os.pathsep)[0])
+    assert (shadow / "opentelemetry" / "__init__.py").is_file()
+    assert "benchmarks.server_otel:app" in spec["mrtr-otel-sdk"]["cmd"]
 
 
 def test_workdir_links_the_shared_files_and_owns_results(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging.config
 import os
 import sys
 
@@ -55,6 +56,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        "MRTR_STORE, else a private SQLite file for this run)")
     serve.add_argument("--log-level", default="info",
                        choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument("--log-format", default="text", choices=["text", "json"],
+                       help="json: one JSON object per line with request_id, flow_id, round "
+                       "and a principal digest, for log shippers (default text)")
+    serve.add_argument("--access-log", action="store_true",
+                       help="also log one line per HTTP request (uvicorn's access log)")
     serve.add_argument("--ask-timeout", type=float, default=600.0, metavar="SECONDS",
                        help="how long a 2025 (initialize) client has to answer each request "
                        "the server sends it mid-call before the call ends with an error "
@@ -95,7 +101,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _run_serve(args: argparse.Namespace) -> int:
     from mrtr.transports._keyfile import default_key_file
+    from mrtr.transports._logging import log_config
     from mrtr.transports._serve import serve
+
+    # This process's own lines (before uvicorn starts, or --stdio) in the chosen format too.
+    logging.config.dictConfig(log_config(args.log_level, args.log_format, args.access_log))
 
     ephemeral = args.ephemeral_key or os.environ.get(EPHEMERAL_ENV, "") not in ("", "0")
     stdout = sys.stdout
@@ -116,6 +126,8 @@ def _run_serve(args: argparse.Namespace) -> int:
             log_level=args.log_level,
             ask_timeout=args.ask_timeout,
             store=args.store,
+            log_format=args.log_format,
+            access_log=args.access_log,
         )
     except (ValueError, ImportError, AttributeError) as exc:
         print(f"mrtr serve: {_flagged(exc)}", file=sys.stderr)

@@ -24,6 +24,7 @@ from mrtr.client._session import VersionRefused
 from mrtr.client._stepping import ManualFlow
 from mrtr.client._tasks import Tasks
 from mrtr.client._tasks_flow import TaskCancelled, TaskFailed, TaskObserver
+from mrtr.client._telemetry import Telemetry
 from mrtr.client._transport import (
     NotificationSink,
     SessionExpired,
@@ -60,6 +61,7 @@ __all__ = [
     "TaskFailed",
     "TaskObserver",
     "Tasks",
+    "Telemetry",
     "TooManyInputs",
     "TooManyRounds",
     "Transport",

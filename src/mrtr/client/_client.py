@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence, Sized
-from importlib import metadata
 from types import TracebackType
 from typing import TypeVar
 
@@ -79,11 +78,13 @@ from ._requests import (
     ProgressHandler,
     Request,
     decode_reply,
+    default_client_info,
     progress_sink,
     request_headers,
 )
 from ._stepping import ManualFlow
 from ._tasks import TaskObserver, Tasks, TaskState, abandon_on_exit, with_tasks
+from ._telemetry import Telemetry
 from ._tools import ToolIndex
 from ._transport import InProcess, Transport, transport_for
 
@@ -92,14 +93,6 @@ __all__ = ["Client"]
 ResultT = TypeVar("ResultT")
 PageT = TypeVar("PageT", bound=Page)
 DEFAULT_TIMEOUT = 300.0
-
-
-def _default_info() -> Implementation:
-    try:
-        version = metadata.version("mrtr")
-    except metadata.PackageNotFoundError:
-        version = "0"
-    return Implementation(name="mrtr", version=version)
 
 
 class Client:
@@ -134,7 +127,7 @@ class Client:
         self.max_rounds = max_rounds
         self.timeout = timeout
         self.limits = limits or ClientLimits()
-        self.client_info = client_info or _default_info()
+        self.client_info = client_info or default_client_info()
         self.protocol_version = SUPPORTED_VERSIONS[0]
         self._ids = itertools.count(1)
         self._tokens = itertools.count(1)
@@ -143,6 +136,7 @@ class Client:
         self.era = Era(self.transport, mode, handlers=self.handlers, client_info=self.client_info)
         self.declare_tasks = declare_tasks
         self.tasks = Tasks(self)
+        self.telemetry = Telemetry()  # spans per flow and round: docs/operations.md
 
     async def __aenter__(self) -> Client:
         return self
@@ -309,7 +303,7 @@ class Client:
             return await fulfil(self.handlers, step.input_requests, step.round)
 
         flow = self._new_flow(request, expect, progress is not None, tasks)
-        work = self._bounded(drive(flow, send=send, fulfil=answer))
+        work = self._bounded(drive(flow, send=send, fulfil=answer, telemetry=self.telemetry))
         return await abandon_on_exit(work, tasks, self.tasks._cancel)
 
     async def _bounded(self, work: Awaitable[ResultT]) -> ResultT:

@@ -27,6 +27,7 @@ from ._errors import InputRefused, TooManyInputs, TooManyRounds, UnexpectedResul
 from ._limits import ClientLimits
 from ._steps import FlowRequest, Fulfil, Send, Sleep, Step, TaskRequest
 from ._tasks_flow import TaskState, as_result, task_flow
+from ._telemetry import Telemetry
 
 __all__ = [
     "FlowRequest",
@@ -179,14 +180,22 @@ async def drive(
     send: Sender,
     fulfil: Fulfiller,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    telemetry: Telemetry | None = None,
 ) -> ResultT:
-    """Run `flow` to completion with async `send`, `fulfil` and `sleep`."""
+    """Run `flow` to completion with async `send`, `fulfil` and `sleep`.
+
+    With `telemetry` and a configured OpenTelemetry SDK, the flow gets a span and each round a
+    CLIENT child span whose context goes in the request's `_meta.traceparent`.
+    """
+    trace = telemetry.flow() if telemetry is not None else None
+    failure: BaseException | None = None
     try:
         step = next(flow)
         while True:
             outcome: object
             if isinstance(step, Send):
-                outcome = await send(step.request)
+                outcome = await (send(step.request) if trace is None
+                                 else trace.send(send, step.request))
             elif isinstance(step, Fulfil):
                 outcome = await fulfil(step)
             else:
@@ -196,5 +205,10 @@ async def drive(
     except StopIteration as stop:
         result: ResultT = stop.value
         return result
+    except BaseException as exc:
+        failure = exc
+        raise
     finally:
         flow.close()
+        if trace is not None:
+            trace.finish(failure)

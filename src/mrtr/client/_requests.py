@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from importlib import metadata
 from typing import Protocol, TypeAlias
 
 from mrtr.errors import ProtocolError
@@ -15,6 +16,7 @@ from mrtr.protocol import (
     DiscoverRequest,
     GetPromptRequest,
     GetTaskRequest,
+    Implementation,
     ListPromptsRequest,
     ListResourcesRequest,
     ListResourceTemplatesRequest,
@@ -31,6 +33,7 @@ from ._steps import FlowRequest, TaskRequest
 from ._transport import NotificationSink
 
 __all__ = [
+    "default_client_info",
     "ListRequest",
     "ProgressHandler",
     "Request",
@@ -109,3 +112,11 @@ def progress_sink(request: Request, progress: ProgressHandler | None) -> Notific
 
     return sink
 
+
+def default_client_info() -> Implementation:
+    """`clientInfo` when the caller gives none: mrtr and its installed version."""
+    try:
+        version = metadata.version("mrtr")
+    except metadata.PackageNotFoundError:
+        version = "0"
+    return Implementation(name="mrtr", version=version)

@@ -13,6 +13,7 @@ from mrtr.server._sealing import Binding, Sealer, generate_key, parse_keys
 from mrtr.server._session import Session
 from mrtr.server._session_server import SessionServer
 from mrtr.server._task_records import TaskPolicy
+from mrtr.server._telemetry import Telemetry
 
 __all__ = [
     "Ask",
@@ -40,6 +41,7 @@ __all__ = [
     "Session",
     "SessionServer",
     "TaskPolicy",
+    "Telemetry",
     "ToolError",
     "Uri",
 ]

@@ -39,14 +39,17 @@ from mrtr.server._failures import wire_error
 from mrtr.server._ledger import Ledger
 from mrtr.server._listing import Lister
 from mrtr.server._peer import NotificationSink, Peer
+from mrtr.server._probe import Probe
 from mrtr.server._registry import Server
 from mrtr.server._rounds import RoundEngine
 from mrtr.server._runs import Runner, invoke_tool
 from mrtr.server._sealing import Sealer
+from mrtr.server._store_timing import TimedStore
 from mrtr.server._task_listen import TaskListener
 from mrtr.server._task_methods import TaskMethods
 from mrtr.server._task_records import TaskBook, TaskPolicy
 from mrtr.server._tasks import TaskRunner
+from mrtr.server._telemetry import Telemetry
 from mrtr.stores import MemoryStore, Store
 
 __all__ = ["Dispatcher", "Reply"]
@@ -107,6 +110,7 @@ class Dispatcher:
         logger: logging.Logger | None = None,
         store: Store | None = None,
         tasks: TaskPolicy | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.server = server
         self.max_rounds = max_rounds
@@ -119,6 +123,11 @@ class Dispatcher:
         # Design: with a store every round is single-use and ctx.once runs once per flow across
         # processes (_ledger.py); None keeps rounds replayable at no cost (one process, tests).
         self.store = store
+        # Telemetry (docs/operations.md): OpenTelemetry's global providers unless given.
+        self.telemetry = telemetry if telemetry is not None else Telemetry()
+        self._traced = self.telemetry.enabled  # False: OpenTelemetry is not even installed
+        if store is not None and self.telemetry.recording():
+            store = TimedStore(store, self.telemetry)  # latency and replays: an SDK is set up
         ledger = Ledger(store, self.log) if store is not None else None
         engine = RoundEngine(self.sealer, max_rounds=max_rounds, ledger=ledger)
         self._lister = Lister(server, meta)
@@ -166,15 +175,28 @@ class Dispatcher:
         self, request: Message, peer: Peer, sink: NotificationSink | None = None
     ) -> Reply:
         """Serve one decoded request; every failure becomes an error Reply, never an exception."""
+        # The Probe names the request in log lines and telemetry (docs/operations.md).
+        probe = Probe(request.id, request.method, _target(request), peer.principal)
+        probe.enter()
+        reply: Reply | None = None
         try:
+            if self._traced:
+                self.telemetry.begin(probe, request.params.meta, peer)
             check_version(request.params.meta)
             route = self._routes.get(request.method)
             if route is None or not self._advertised(request.method):
                 raise MethodNotFound(f"Method not found: {request.method}")
-            return Reply(request.id, await route(request, peer, sink))  # encoded here: see Reply
+            reply = Reply(request.id, await route(request, peer, sink))  # encoded here: see Reply
+            return reply
         except (Exception, Suspend, BaseExceptionGroup) as exc:
             # BaseExceptionGroup: e.g. an ask inside a task group of a completion handler.
-            return self._failed(request, exc)
+            reply = self._failed(request, exc)
+            return reply
+        finally:
+            if self._traced and (probe.span is not None or probe.started):
+                self.telemetry.end(probe, reply.result if reply else None,
+                                   reply.error if reply else None)
+            probe.leave()
 
     def _failed(self, request: Message, exc: BaseException) -> Reply:
         error = wire_error(exc, _describe(request), self.log)
@@ -286,9 +308,14 @@ class Dispatcher:
         return CompleteResult(completion=Completion(values=values), meta=self.result_meta)
 
 
+def _target(request: Message) -> str | None:
+    """The request's target: its tool or prompt name, resource URI or task id."""
+    field = _NAME_ATTRIBUTE.get(request.method)
+    return getattr(getattr(request, "params", None), field, None) if field is not None else None
+
+
 def _describe(request: Message) -> str:
     """The request's id, method and target (tool, prompt or URI), for the log."""
-    field = _NAME_ATTRIBUTE.get(request.method)
-    target = getattr(getattr(request, "params", None), field, None) if field is not None else None
+    target = _target(request)
     what = f"{request.method} {target}" if target is not None else request.method
     return f"request {request.id!r} ({what})"

@@ -32,6 +32,9 @@ class FlowState(msgspec.Struct, array_like=True):
     # Names this round among all rounds of all flows, when a store makes rounds single-use:
     # the store key derives from it (never from the token text, which is malleable).
     round_id: str = ""
+    # The W3C traceparent of the span that sealed this state ("" when not tracing): the next
+    # round's span links to it. Server-private like the rest of the state.
+    trace: str = ""
 
 
 _ENCODER = msgspec.msgpack.Encoder()

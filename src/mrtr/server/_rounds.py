@@ -44,6 +44,7 @@ from mrtr.server._context import Context
 from mrtr.server._journal import Answer, FlowState, decode_flow, encode_flow
 from mrtr.server._ledger import Ledger
 from mrtr.server._peer import NotificationSink, Peer
+from mrtr.server._probe import note_open, note_seal
 from mrtr.server._sealing import Binding, Sealer, StateTooLarge
 
 __all__ = ["InputRequired", "Round", "RoundEngine", "SuspendSwallowed"]
@@ -99,6 +100,7 @@ class RoundEngine:
             flow = decode_flow(unsealed.body)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise InvalidRequestState("journal does not decode") from exc
+        note_open(flow.flow_id, flow.round, flow.trace)
         if flow.round >= self._max_rounds:
             raise InvalidParams(f"Too many input rounds for one request (limit {self._max_rounds})")
         return Round(self, flow, bind, unsealed.deadline)
@@ -107,6 +109,7 @@ class RoundEngine:
         self, following: FlowState, binding: Binding, deadline: float | None, *, answered: bool
     ) -> str:
         """Seal the next round's state; an oversized state is the answers' fault if any came."""
+        following.trace = note_seal(following.flow_id)
         try:
             return self._sealer.seal(encode_flow(following), binding, deadline=deadline)
         except StateTooLarge as exc:

@@ -15,6 +15,7 @@ retry with `inputResponses` and `requestState` until the result is final (LEGACY
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import secrets
 from collections.abc import Callable
@@ -226,6 +227,7 @@ class SessionServer:
         dispatcher = self.dispatcher
         sink = _sink(outbound)
         urls: list[str] = []
+        peer = dataclasses.replace(peer, session_id=session.id)  # for telemetry
         for _ in range(dispatcher.max_rounds + 1):
             try:
                 decoded = dispatcher.receive(encode(request))

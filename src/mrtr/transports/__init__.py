@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from mrtr.transports._asgi import Authenticator, McpApp, Unauthorized
 from mrtr.transports._launch import ServerApp
+from mrtr.transports._logging import JsonFormatter, RequestContext
 from mrtr.transports._stdio_server import serve_stdio
 
 if TYPE_CHECKING:
@@ -17,9 +18,9 @@ if TYPE_CHECKING:
     from mrtr.transports._memory import MemoryTransport
     from mrtr.transports._stdio_client import TAIL, ServerExited, StdioTransport
 
-__all__ = ["Authenticator", "connect", "HTTPTransport", "McpApp", "MemoryTransport",
-           "serve_stdio", "ServerApp", "ServerExited", "StdioTransport", "TAIL",
-           "transport_for", "Unauthorized"]
+__all__ = ["Authenticator", "connect", "HTTPTransport", "JsonFormatter", "McpApp",
+           "MemoryTransport", "RequestContext", "serve_stdio", "ServerApp", "ServerExited",
+           "StdioTransport", "TAIL", "transport_for", "Unauthorized"]
 
 _LAZY = {"HTTPTransport": "mrtr.transports._http_client",
          "StdioTransport": "mrtr.transports._stdio_client",

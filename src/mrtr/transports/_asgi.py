@@ -20,6 +20,7 @@ from mrtr.errors import InternalError, InvalidRequest, ProtocolError
 from mrtr.protocol import encode_error
 from mrtr.server import Dispatcher, Peer, Reply
 from mrtr.transports._exchange import Exchange
+from mrtr.transports._health import PROBE_PATHS, Health
 from mrtr.transports._hosts import HostCheck
 from mrtr.transports._session_http import SessionEndpoint, session_era
 
@@ -64,6 +65,7 @@ class McpApp:
     `max_body` is in bytes; `request_timeout` and `keepalive` are in seconds.
     `sessions` also serves `initialize` clients (2025-11-25 and earlier) on the same path;
     `ask_timeout` is how long their server→client requests wait for an answer (seconds).
+    `health` serves `GET /healthz` and `GET /readyz` (docs/operations.md) beside `path`.
     """
 
     def __init__(
@@ -80,6 +82,7 @@ class McpApp:
         expose_worker: bool = False,
         sessions: bool = True,
         ask_timeout: float = 600.0,
+        health: bool = True,
     ) -> None:
         self.dispatcher = dispatcher
         self.path = path
@@ -98,6 +101,7 @@ class McpApp:
         self.sessions: SessionEndpoint | None = (
             SessionEndpoint(self, ask_timeout=ask_timeout) if sessions else None
         )
+        self.health: Health | None = Health(lambda: self.dispatcher) if health else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -110,6 +114,10 @@ class McpApp:
             await send({"type": "websocket.close", "code": 1008})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path")
+        if path != self.path and path in PROBE_PATHS and self.health is not None:
+            await self.health.answer(path, scope.get("method", ""), send)  # before Host checks
+            return
         exchange = Exchange(self, receive, send)
         try:
             await self._exchange(scope, exchange)
@@ -157,8 +165,7 @@ class McpApp:
                 return
             await exchange.respond(202, b"")
             return
-        peer = _ANONYMOUS if principal is None else Peer(principal=principal, transport="http")
-        await exchange.run(message, peer)
+        await exchange.run(message, _peer(principal, headers))
 
     async def _other(self, method: str, headers: Mapping[str, str], exchange: Exchange) -> None:
         """GET and DELETE exist only within a session (2025 clients); else 405."""
@@ -245,6 +252,14 @@ def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
     if total > MAX_HEADER_BYTES:
         raise _Reject(400, "Bad Request: headers too large")
     return headers
+
+
+def _peer(principal: str | None, headers: Mapping[str, str]) -> Peer:
+    if "traceparent" in headers:  # a fallback trace context for telemetry: see Peer
+        trace = tuple((name, headers[name]) for name in ("traceparent", "tracestate")
+                      if name in headers)
+        return Peer(principal=principal, transport="http", trace_headers=trace)
+    return _ANONYMOUS if principal is None else Peer(principal=principal, transport="http")
 
 
 def _error_body(message: str) -> bytes:

@@ -24,6 +24,7 @@ from mrtr.stores import ENV_STORE
 from mrtr.transports._asgi import McpApp
 from mrtr.transports._hosts import LOOPBACK
 from mrtr.transports._keyfile import read_or_create_key
+from mrtr.transports._logging import log_config
 from mrtr.transports._stdio_server import serve_stdio
 from mrtr.transports._stores import store_url, with_store
 from mrtr.transports._target import (
@@ -69,6 +70,8 @@ def serve(
     ask_timeout: float = ASK_TIMEOUT,
     store: str | None = None,
     loaded: Server | None = None,
+    log_format: str = "text",
+    access_log: bool = False,
 ) -> int:
     """Serve `target` (`module:attribute` or `file.py:attribute`) until SIGINT/SIGTERM or EOF.
 
@@ -79,23 +82,26 @@ def serve(
     for a 2025 session client's answer to a server request. `store` is a store URL (default
     MRTR_STORE, else a SQLite file in a private temp directory shared by the workers; "none": no
     store). `loaded` is the Server `target` names, when the caller holds it (`Server.run`).
-    Returns the process exit status. Raises ValueError for a bad setting, target or key.
+    `log_format` is "text" or "json" (one object per line, docs/operations.md); `access_log`
+    adds uvicorn's line per HTTP request. Returns the process exit status. Raises ValueError
+    for a bad setting, target or key.
     """
     _check_settings(port, workers, path, ask_timeout)
+    logs = log_config(log_level, log_format, access_log)  # ValueError: before anything starts
     _import_path()
     # fail early: before keys, sockets or worker processes
     obj = loaded if loaded is not None else load_target(target)
     with store_url(store, workers) as url:
         return _serve(target, obj, host=host, port=port, workers=workers, path=path,
                       stdio=stdio, keys=keys, key_file=key_file, allowed_hosts=allowed_hosts,
-                      expose_worker=expose_worker, log_level=log_level,
+                      expose_worker=expose_worker, logs=logs,
                       ask_timeout=ask_timeout, store=url)
 
 
 def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: int,
            workers: int, path: str, stdio: bool, keys: Sequence[bytes] | None,
            key_file: Path | None, allowed_hosts: Sequence[str] | None, expose_worker: bool,
-           log_level: str, ask_timeout: float, store: str | None) -> int:
+           logs: dict[str, Any], ask_timeout: float, store: str | None) -> int:
     if keys is None and os.environ.get(KEYS_ENV):
         keys = parse_keys(os.environ[KEYS_ENV])
     if keys is None and key_file is not None and workers == 1 and (stdio or _is_loopback(host)):
@@ -118,13 +124,13 @@ def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: 
             os.environ[ENV_STORE] = store  # like the key: every worker opens the same store
         try:
             return _serve_workers(target, host, port, workers, path, keys, hosts,
-                                  expose_worker, log_level, shown)
+                                  expose_worker, logs, shown)
         finally:  # the temp store is gone after this run: never leave its URL behind
             os.environ.pop(ENV_STORE, None)
             if saved is not None:
                 os.environ[ENV_STORE] = saved
     app = _app(obj, keys, path, hosts, expose_worker, ask_timeout, store)
-    return _run_uvicorn(app, host=host, port=port, workers=1, log_level=log_level, path=shown)
+    return _run_uvicorn(app, host=host, port=port, workers=1, logs=logs, path=shown)
 
 
 def _worker_app() -> McpApp | ASGIApp:
@@ -196,7 +202,7 @@ def _serve_workers(
     keys: Sequence[bytes] | None,
     hosts: Sequence[str],
     expose_worker: bool,
-    log_level: str,
+    logs: dict[str, Any],
     shown: str,
 ) -> int:
     if not keys:
@@ -214,11 +220,11 @@ def _serve_workers(
         _WORKER_ENV: "1" if expose_worker else "0",
     })
     return _run_uvicorn("mrtr.transports._serve:_worker_app", host=host, port=port,
-                        workers=workers, log_level=log_level, path=shown)
+                        workers=workers, logs=logs, path=shown)
 
 
 def _run_uvicorn(app: McpApp | ASGIApp | str, *, host: str, port: int, workers: int,
-                 log_level: str, path: str) -> int:
+                 logs: dict[str, Any], path: str) -> int:
     import uvicorn  # the ASGI server is an optional dependency (mrtr[cli])
 
     config = uvicorn.Config(
@@ -230,8 +236,8 @@ def _run_uvicorn(app: McpApp | ASGIApp | str, *, host: str, port: int, workers: 
         loop="uvloop" if _has("uvloop") else "asyncio",
         http="httptools" if _has("httptools") else "h11",
         lifespan="on",
-        access_log=False,
-        log_level=log_level,
+        access_log=logs["loggers"]["uvicorn.access"]["propagate"],
+        log_config=logs,  # applied in each worker process too
         server_header=False,
         timeout_graceful_shutdown=10,
     )

@@ -56,7 +56,7 @@ def with_store(dispatcher: Dispatcher, url: str | None) -> Dispatcher:
         return dispatcher
     return Dispatcher(dispatcher.server, sealer=dispatcher.sealer,
                       max_rounds=dispatcher.max_rounds, logger=dispatcher.log,
-                      store=store_from_url(url))
+                      store=store_from_url(url), telemetry=dispatcher.telemetry)
 
 
 def _shown(url: str) -> str:

@@ -252,5 +252,5 @@ def _rekeyed(dispatcher: Dispatcher, keys: Sequence[bytes]) -> Dispatcher:
                  "Dispatcher's own key", server.name, KEYS_ENV)
         sealer = Sealer(keys=list(keys), audience=server.name)
         return Dispatcher(server, sealer=sealer, max_rounds=dispatcher.max_rounds,
-                          logger=dispatcher.log)
+                          logger=dispatcher.log, telemetry=dispatcher.telemetry)
     return dispatcher  # it already seals with these keys: keep its own settings

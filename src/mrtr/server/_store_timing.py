@@ -1,0 +1,62 @@
+"""TimedStore: a Store that reports its latency and the rounds it replays to telemetry."""
+
+# Design: the Ledger stays unaware of telemetry; the Dispatcher wraps its store in this only when
+# OpenTelemetry is installed. A DONE claim on a `round:` key is a replayed round (the stored
+# outcome is served, the handler does not run): the request's Probe records a store hit.
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from mrtr.server._probe import note_store_hit
+from mrtr.server._telemetry import Telemetry
+from mrtr.stores import Claim, ClaimStatus, Store
+
+__all__ = ["TimedStore"]
+
+T = TypeVar("T")
+
+
+class TimedStore:
+    """Wraps `store`; each call's duration goes to `mrtr.store.operation.duration`."""
+
+    def __init__(self, store: Store, telemetry: Telemetry) -> None:
+        self.store = store
+        self._telemetry = telemetry
+
+    async def _timed(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
+        instruments = self._telemetry.instruments()
+        if instruments is None:
+            return await call()
+        started = time.perf_counter()
+        try:
+            return await call()
+        finally:
+            instruments.store.record(time.perf_counter() - started,
+                                     {"mrtr.store.operation": operation})
+
+    async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
+        claim = await self._timed("claim", lambda: self.store.claim(key, lease=lease,
+                                                                       expires=expires))
+        if claim.status is ClaimStatus.DONE and key.startswith("round:"):
+            note_store_hit()
+        return claim
+
+    async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
+        await self._timed("complete", lambda: self.store.complete(key, outcome, expires=expires))
+
+    async def renew(self, key: str, *, lease: float) -> bool:
+        return await self._timed("renew", lambda: self.store.renew(key, lease=lease))
+
+    async def release(self, key: str) -> None:
+        await self._timed("release", lambda: self.store.release(key))
+
+    async def get(self, key: str) -> Claim | None:
+        return await self._timed("get", lambda: self.store.get(key))
+
+    async def add(self, key: str, amount: int, *, expires: float) -> int:
+        return await self._timed("add", lambda: self.store.add(key, amount, expires=expires))
+
+    async def aclose(self) -> None:
+        await self.store.aclose()

@@ -1,0 +1,109 @@
+"""Log records that name their request: a context filter, JSON lines, `mrtr serve`'s config."""
+
+# Design: the Dispatcher puts a Probe (request id, flow id, round, principal) in a ContextVar
+# for the request's duration (server/_probe.py); RequestContext copies it onto every record a
+# handler sees, whatever logger made it (sealing, ledger, stores, the user's tools). The
+# principal is logged as a digest only, and bearer tokens in messages are masked: secrets never
+# reach a log shipper. `log_config` is a logging.config dict, which uvicorn applies in every
+# worker process as well.
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from typing import Any
+
+from mrtr.server._probe import current_probe
+
+__all__ = ["JsonFormatter", "RequestContext", "TextFormatter", "log_config"]
+
+FORMATS = ("text", "json")
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+")
+_FIELDS = ("request_id", "flow_id", "round", "principal")
+
+
+class RequestContext(logging.Filter):
+    """Adds request_id, flow_id, round and principal (a digest) to each record; "-" outside."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        probe = current_probe()
+        if probe is None:
+            for name in _FIELDS:
+                if not hasattr(record, name):
+                    setattr(record, name, "-")
+            return True
+        record.request_id = str(probe.request_id)
+        record.flow_id = probe.flow_id or "-"
+        record.round = probe.round
+        record.principal = probe.principal_digest
+        return True
+
+
+def _masked(text: str) -> str:
+    return _BEARER.sub(lambda m: f"{m.group(1)} ***", text)
+
+
+class TextFormatter(logging.Formatter):
+    """`LEVEL logger: message`, plus `[request= flow= round= principal=]` inside a request."""
+
+    def __init__(self) -> None:
+        super().__init__("%(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = _masked(super().format(record))
+        request = getattr(record, "request_id", "-")
+        if request == "-":
+            return text
+        return (f"{text} [request={request} flow={getattr(record, 'flow_id', '-')} "
+                f"round={getattr(record, 'round', '-')} "
+                f"principal={getattr(record, 'principal', '-')}]")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, the request fields, exception."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": _masked(record.getMessage()),
+        }
+        for name in _FIELDS:
+            value = getattr(record, name, "-")
+            if value != "-":
+                entry[name] = value
+        if record.exc_info:
+            entry["exception"] = _masked(self.formatException(record.exc_info))
+        return json.dumps(entry, default=str)
+
+
+def log_config(level: str = "info", log_format: str = "text",
+               access_log: bool = False) -> dict[str, Any]:
+    """A logging.config dict for `mrtr serve` (and uvicorn's `log_config`).
+
+    Every logger propagates to one stderr handler with RequestContext; uvicorn's access log
+    (one line per HTTP request) goes there too when `access_log`. Raises ValueError for an
+    unknown `log_format`.
+    """
+    if log_format not in FORMATS:
+        raise ValueError(f"log-format must be one of {', '.join(FORMATS)}, got {log_format!r}")
+    formatter = "mrtr.transports._logging." + ("JsonFormatter" if log_format == "json"
+                                               else "TextFormatter")
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"request": {"()": "mrtr.transports._logging.RequestContext"}},
+        "formatters": {"mrtr": {"()": formatter}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr",
+                                "formatter": "mrtr", "filters": ["request"]}},
+        "root": {"handlers": ["stderr"], "level": level.upper()},
+        "loggers": {
+            "uvicorn": {"handlers": [], "propagate": True, "level": level.upper()},
+            "uvicorn.error": {"handlers": [], "propagate": True},
+            "uvicorn.access": {"handlers": [], "propagate": access_log,
+                               "level": "INFO" if access_log else "CRITICAL"},
+        },
+    }
