@@ -23,8 +23,8 @@ from mrtr.transports._stdio_client import TAIL, ServerExited, StdioTransport
 
 from ._call_args import check_sampler, check_url, is_url, no_more, parse_arguments
 from ._escape import escape, escape_json
-from ._forms_tui import StdConsole, TerminalForms, TerminalSampler
-from ._render import render
+from ._forms_tui import StdConsole, TerminalSampler
+from ._screen import Screen
 
 __all__ = ["parse_arguments", "register"]
 
@@ -41,7 +41,8 @@ async def _call(client: Client, args: argparse.Namespace, rest: list[str]) -> ob
     except ProtocolError:  # no list, no schema: the values are read as JSON when they parse
         tools = []
     schema = next((t.input_schema for t in tools if t.name == rest[0]), None)
-    return await client.call_tool(rest[0], parse_arguments(rest[1:], schema=schema))
+    arguments = parse_arguments(rest[1:], schema=schema)
+    return await client.call_tool(rest[0], arguments, progress=args.screen.progress)
 
 
 async def _prompt(client: Client, args: argparse.Namespace, rest: list[str]) -> object:
@@ -170,22 +171,32 @@ def _runner(command: Command) -> Callable[[argparse.Namespace], int]:
 async def _main(command: Command, args: argparse.Namespace) -> int:
     items: list[str] = list(args.items)
     console = StdConsole()
+    args.screen = screen = Screen.detect(console)
     try:
         client = _client(args, items, console)
         async with client:
             result = await command(client, args, items)
     except (ValueError, ProtocolError, ClientError, TransportError, TimeoutError) as exc:
+        screen.close()
         return _report(exc, console, as_json=args.json)
     failed = getattr(result, "is_error", UNSET) is True
     refused = getattr(client.handlers.elicitation, "refused", None)
     if failed and refused is not None and isinstance(result, CallToolResult):
         # The tool stopped because the user said no: a choice, not a tool failure.
-        print(_json(result) if args.json else render(replace(result, is_error=UNSET)))
+        _print(replace(result, is_error=UNSET), args)
         verb = "declined" if refused == "decline" else "cancelled"
         console.write(f"mrtr: you {verb} a question, so the tool stopped")
         return 3
-    print(_json(result) if args.json else render(result))
+    _print(result, args)
     return 1 if failed else 0
+
+
+def _print(result: object, args: argparse.Namespace) -> None:
+    args.screen.close()
+    if args.json:
+        print(_json(result))
+    else:
+        args.screen.show(result)
 
 
 def _report(exc: Failure, console: StdConsole, *, as_json: bool) -> int:
@@ -245,7 +256,7 @@ def _client(args: argparse.Namespace, items: list[str], console: StdConsole) -> 
     roots = [Root(uri=Path(p).resolve().as_uri(), name=Path(p).resolve().name)
              for p in args.root]
     handlers = Handlers(
-        elicitation=TerminalForms(console, server=server), url=True,
+        elicitation=args.screen.forms(server=server), url=True,
         sampling=TerminalSampler(console, command=args.sampler),
         roots=roots or None,
     )
