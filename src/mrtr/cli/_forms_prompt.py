@@ -155,6 +155,8 @@ class PromptForms(TerminalForms):
         if not required and current is None:
             options.append(("", "(no answer)"))
         default = str(current) if current is not None else options[0][0]
+        if current is None and prop.get("type") == "boolean":
+            default = "no"  # a stray Enter never confirms what nobody chose
         picked = await self._choose(f" {heading(name, prop)}", options, default)
         if not picked:
             return None

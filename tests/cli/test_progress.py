@@ -1,0 +1,44 @@
+"""The progress bar of a long `mrtr call`, driven by the server's progress notifications (#18)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from mrtr.cli._progress import ProgressBar
+from tests.cli.tty import SERVER, Tty, check_capture
+
+
+@pytest.mark.slow
+def test_a_long_call_shows_a_progress_bar_issue18() -> None:
+    term = Tty("call", "--stdio", SERVER, "pack", "boxes=3", "seconds=0.4")
+    term.wait_for("packing box 1 of 3")
+    assert "33%" in term.screen and "1/3" in term.screen
+    assert term.finish() == 0
+    assert "packing box 3 of 3" in term.screen and "100% 3/3" in term.screen
+    check_capture("progress", term.screen)
+
+
+@pytest.mark.slow
+def test_no_bar_and_the_same_json_for_scripts_issue18() -> None:
+    # --json at a terminal: stdout is the wire JSON alone, no panel around it.
+    term = Tty("call", "--stdio", SERVER, "--json", "add", "a=2", "b=40")
+    assert term.finish() == 0
+    assert term.screen.startswith("{\n") and '"text": "42"' in term.screen
+    assert "╭" not in term.screen
+
+
+def test_server_text_in_the_bar_is_escaped_and_never_markup_issue18() -> None:
+    out = io.StringIO()
+    bar = ProgressBar(Console(file=out, width=80, force_terminal=False))
+    bar(1, 2, "[bold red]half\x1b[2J")
+    bar(2, None, None)
+    bar.close()
+    text = out.getvalue()
+    assert "[bold red]half\\x1b[2J" not in text  # replaced by the next update's text
+    assert "working" in text and "\x1b[2J" not in text
+    bar(1, 4, "[b]x\x1b]0;t\x07")
+    bar.close()
+    assert "[b]x\\x1b]0;t\\x07" in out.getvalue() and "25%" in out.getvalue()
