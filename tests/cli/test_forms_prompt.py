@@ -5,9 +5,18 @@ Each screen a test ends on is also shown in docs/cli.md (`check_capture`), so th
 
 from __future__ import annotations
 
-import pytest
+import asyncio
+import io
 
-from mrtr.cli._forms_prompt import _FieldCheck, schema_problem
+import pytest
+from prompt_toolkit.data_structures import Size
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput, Output
+from prompt_toolkit.output.vt100 import Vt100_Output
+
+from mrtr.cli._forms_prompt import PromptForms, _FieldCheck, schema_problem
+from mrtr.protocol import ElicitRequestFormParams, ElicitRequestURLParams, ElicitResult
+from tests.cli.test_forms_tui import Script
 from tests.cli.tty import SERVER, Tty, check_capture
 
 
@@ -93,6 +102,8 @@ def test_the_review_can_go_back_and_edit_with_the_answers_pre_filled_issue18() -
     term.wait_for("3. Decline")
     term.press("down", "enter")                  # Edit the answers
     term.wait_for("email (string, email): ann@example.com")
+    term.press("ctrl-u", "up")                   # the history of this field
+    term.wait_for("email (string, email): ann@example.com")
     term.press("enter")
     term.wait_for("default 1): 3")               # the answer given, not the default
     term.press("enter", "up", "enter")           # standard
@@ -120,3 +131,51 @@ def test_a_field_is_checked_by_its_json_schema_issue18(
 
 def test_a_malformed_schema_from_the_server_is_no_crash_issue18() -> None:
     assert schema_problem("f", {"type": "string", "pattern": "("}, "x") is None
+
+
+# -- the prompts on a pipe, without a terminal -----------------------------------------------
+
+def fill(keys: str, params: object, output: Output | None = None) -> tuple[ElicitResult, Script]:
+    console = Script()
+    with create_pipe_input() as pipe:
+        pipe.send_text(keys)
+        forms = PromptForms(console, input=pipe, output=output or DummyOutput())
+        return asyncio.run(forms(params)), console  # type: ignore[arg-type]
+
+
+URL = ElicitRequestURLParams(message="Sign in", url="https://auth.example/x")
+DOWN, CTRL_U, CTRL_X, CTRL_C = "\x1b[B", "\x15", "\x18", "\x03"
+
+
+def test_a_url_is_opened_only_when_chosen_issue18() -> None:
+    assert fill("\r", URL)[0] == ElicitResult(action="decline")  # "No" is pre-selected
+    result, console = fill(DOWN + "\r", URL)
+    assert result == ElicitResult(action="accept")
+    assert console.out[-1] == "  Open it in your browser: https://auth.example/x"
+
+
+def test_a_form_is_checked_and_sent_issue18() -> None:
+    form = ElicitRequestFormParams(message="m", requested_schema={
+        "type": "object", "required": ["n", "ok"], "properties": {
+            "n": {"type": "integer", "maximum": 3}, "ok": {"type": "boolean"}}})
+    # 9 is refused inline (nothing is sent), 3 fits; "no" is pre-selected, Up picks "yes".
+    result, console = fill("9\r" + CTRL_U + "3\r\x1b[A\r\r", form)
+    assert result == ElicitResult(action="accept", content={"n": 3, "ok": True})
+    assert console.out[-1] == "  Answers: n=3, ok=yes"
+    assert fill(CTRL_X, form)[0] == ElicitResult(action="decline")
+    assert fill("1\r" + CTRL_C, form)[0] == ElicitResult(action="cancel")
+    assert fill(":cancel\r", form)[0] == ElicitResult(action="cancel")
+
+
+def test_choice_labels_from_the_server_are_escaped_issue18() -> None:
+    form = ElicitRequestFormParams(message="Pick\x1b[2J", requested_schema={
+        "type": "object", "properties": {"size": {
+            "type": "string", "title": "Size\x1b[31m", "enum": ["s", "l"],
+            "enumNames": ["Small\x1b]0;owned\x07", "Large"]}}})
+    screen = io.StringIO()
+    output = Vt100_Output(screen, lambda: Size(rows=24, columns=80), term="xterm")
+    result, console = fill("\r", form, output)
+    assert result == ElicitResult(action="accept", content={"size": "s"})
+    drawn = screen.getvalue()
+    assert "Size\\x1b[31m" in drawn and "Small\\x1b]0;owned\\x07" in drawn
+    assert "\x1b]0;owned" not in drawn and console.out[0] == "\nThe server asks: Pick\\x1b[2J"

@@ -18,8 +18,9 @@ from prompt_toolkit.application import create_app_session
 from prompt_toolkit.completion import WordCompleter
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import InMemoryHistory
+from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
-from prompt_toolkit.output import create_output
+from prompt_toolkit.output import Output, create_output
 from prompt_toolkit.shortcuts.choice_input import ChoiceInput
 from prompt_toolkit.validation import ValidationError, Validator
 
@@ -93,19 +94,23 @@ def _keys() -> KeyBindings:
 class PromptForms(TerminalForms):
     """An ElicitationHandler drawing its questions with prompt_toolkit (stdin must be a TTY).
 
-    `before_ask` runs before each form, e.g. to take a progress bar off the screen.
+    `before_ask` runs before each form, e.g. to take a progress bar off the screen. The prompts
+    draw on `output` (default: stderr) and read `input` (default: stdin).
     """
 
     def __init__(self, console: Console, *, server: str = "The server",
-                 before_ask: Callable[[], None] = lambda: None) -> None:
+                 before_ask: Callable[[], None] = lambda: None, input: Input | None = None,
+                 output: Output | None = None) -> None:
         super().__init__(console, server=server)
         self.before_ask = before_ask
+        self.input, self.output = input, output
         self._history: dict[str, InMemoryHistory] = {}
 
     async def __call__(self, params: ElicitRequestParams, /) -> ElicitResult:
         self.before_ask()
         try:
-            with create_app_session(output=create_output(stdout=sys.stderr)):
+            output = self.output or create_output(stdout=sys.stderr)
+            with create_app_session(input=self.input, output=output):
                 if params.mode == "url":
                     return await self._open_url(params)
                 return await self._ask_form(params)
