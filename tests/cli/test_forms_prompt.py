@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import io
+import threading
+import time
 
 import pytest
 from prompt_toolkit.data_structures import Size
@@ -179,3 +181,19 @@ def test_choice_labels_from_the_server_are_escaped_issue18() -> None:
     drawn = screen.getvalue()
     assert "Size\\x1b[31m" in drawn and "Small\\x1b]0;owned\\x07" in drawn
     assert "\x1b]0;owned" not in drawn and console.out[0] == "\nThe server asks: Pick\\x1b[2J"
+
+
+def test_tab_completes_the_choice_after_the_last_comma_issue18() -> None:
+    form = ElicitRequestFormParams(message="m", requested_schema={
+        "type": "object", "required": ["tags"], "properties": {
+            "tags": {"type": "array", "items": {"enum": ["red", "wrong item", "blue"]}}}})
+    console = Script()
+    with create_pipe_input() as pipe:
+        def type_slowly() -> None:  # completions are computed in the background: wait for each
+            for keys in ("re", "\t", ", wr", "\t", "\r"):
+                time.sleep(0.3)
+                pipe.send_text(keys)
+
+        threading.Thread(target=type_slowly, daemon=True).start()
+        result = asyncio.run(PromptForms(console, input=pipe, output=DummyOutput())(form))
+    assert result == ElicitResult(action="accept", content={"tags": ["red", "wrong item"]})

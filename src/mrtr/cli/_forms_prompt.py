@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TypeVar
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import create_app_session
-from prompt_toolkit.completion import WordCompleter
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.input import Input
@@ -79,6 +79,19 @@ class _FieldCheck(Validator):
         except ValueError as exc:
             return str(exc)
         return schema_problem(self.name, self.prop, value)
+
+
+class _ChoiceCompleter(Completer):
+    """Completes the choice being typed after the last comma (multi-select fields)."""
+
+    def __init__(self, values: list[str]) -> None:
+        self.values = values
+
+    def get_completions(self, document: Document, event: CompleteEvent) -> Iterator[Completion]:
+        typed = document.text_before_cursor.rsplit(",", 1)[-1].lstrip()
+        for value in self.values:
+            if value.startswith(typed):
+                yield Completion(value, start_position=-len(typed), display=_line(value))
 
 
 def _keys() -> KeyBindings:
@@ -176,7 +189,7 @@ class PromptForms(TerminalForms):
         session: PromptSession[str] = PromptSession(
             history=self._history.setdefault(name, InMemoryHistory()),
             validator=_FieldCheck(name, prop, required), validate_while_typing=False,
-            completer=WordCompleter(words, sentence=True) if words else None,
+            completer=_ChoiceCompleter(words) if words else None,
             key_bindings=_keys(), enable_history_search=False,
         )
         text = await self._run(lambda: session.prompt_async(
