@@ -13,9 +13,8 @@ from tests.cli.tty import SERVER, Tty, check_capture
 
 @pytest.mark.slow
 def test_a_long_call_shows_a_progress_bar_issue18() -> None:
-    term = Tty("call", "--stdio", SERVER, "pack", "boxes=3", "seconds=0.4")
-    term.wait_for("packing box 1 of 3")
-    assert "33%" in term.screen and "1/3" in term.screen
+    term = Tty("call", "--stdio", SERVER, "pack", "boxes=3", "seconds=0.6")
+    term.wait_for("packing box 1 of 3", then="33% 1/3")
     assert term.finish() == 0
     assert "packing box 3 of 3" in term.screen and "100% 3/3" in term.screen
     check_capture("progress", term.screen)

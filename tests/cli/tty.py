@@ -51,18 +51,23 @@ class Tty:
             return False
         return True
 
-    def wait_for(self, text: str, timeout: float = 30.0) -> None:
-        """Read until `text` is on the screen (and the program is quiet for a moment)."""
+    def wait_for(self, text: str, timeout: float = 30.0, then: str | None = None) -> None:
+        """Read until `text` is on the screen (and the program is quiet for a moment).
+
+        With `then`, that text must be on the same screen as `text`, at some moment.
+        """
         deadline = time.monotonic() + timeout
-        while text not in self.screen:
-            if not self._pump(0.1) or time.monotonic() > deadline:
+        while text not in self.screen or (then is not None and then not in self.screen):
+            if not self._pump(0.05) or time.monotonic() > deadline:
                 raise AssertionError(f"{text!r} never showed; the screen:\n{self.screen}")
-        self.settle()
+        if then is None:
+            self.settle()
 
     def settle(self) -> None:
-        while self.child.isalive() and self._pump(0.3) and self.child.buffer:
-            pass
-        self._pump(0.2)
+        """Read until the program has written nothing for 0.3 s."""
+        before = None
+        while before != self.screen and self._pump(0.3):
+            before = self.screen
 
     def press(self, *keys: str) -> None:
         """Type text or named keys (`enter`, `down`, `ctrl-x`, ...), one after another."""
