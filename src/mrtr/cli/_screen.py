@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TextIO
-
-from rich.console import Console
+from typing import TYPE_CHECKING, TextIO
 
 from mrtr.client import ProgressHandler
 
 from ._forms_tui import StdConsole, TerminalForms
-from ._progress import ProgressBar
 from ._render import render
+
+if TYPE_CHECKING:
+    from ._progress import ProgressBar
 
 __all__ = ["Screen"]
 
@@ -33,7 +33,13 @@ class Screen:
         self.console = console
         self.interactive = interactive
         self.rich_output = rich_output
-        self.bar = ProgressBar(Console(file=sys.stderr, highlight=False)) if interactive else None
+        self.bar: ProgressBar | None = None
+        if interactive:  # rich and prompt_toolkit load only for a person at a terminal
+            from rich.console import Console
+
+            from ._progress import ProgressBar
+
+            self.bar = ProgressBar(Console(file=sys.stderr, highlight=False))
 
     @classmethod
     def detect(cls, console: StdConsole) -> Screen:
@@ -60,6 +66,8 @@ class Screen:
         if not self.rich_output:
             print(render(result))
             return
+        from rich.console import Console
+
         from ._render_rich import show
 
         show(result, Console(highlight=False))
