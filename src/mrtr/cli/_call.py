@@ -162,7 +162,8 @@ def _runner(command: Command) -> Callable[[argparse.Namespace], int]:
         loop = asyncio.new_event_loop()
         try:
             return loop.run_until_complete(_main(command, args))
-        finally:
+        finally:  # as asyncio.run: a stream read to its reply is closed here, not at exit
+            loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
     return run
