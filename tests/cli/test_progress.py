@@ -80,3 +80,13 @@ def test_progress_over_http_ends_cleanly_issue18(http_url: str) -> None:
     assert term.finish() == 0
     assert "100% 2/2" in term.screen and "Packed 2 boxes." in term.screen
     assert "Task was destroyed" not in term.screen and "ERROR" not in term.screen
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_long_call_gives_the_cursor_back_issue18() -> None:
+    term = Tty("call", "--stdio", SERVER, "pack", "boxes=5", "seconds=0.5")
+    term.wait_for("packing box 1 of 5")
+    assert term.term.cursor.hidden  # rich hides it while the bar is live
+    term.press("ctrl-c")
+    assert term.finish() == 130
+    assert not term.term.cursor.hidden and "20% 1/5" in term.screen

@@ -165,6 +165,8 @@ def _runner(command: Command) -> Callable[[argparse.Namespace], int]:
         finally:  # as asyncio.run: a stream read to its reply is closed here, not at exit
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
+            if isinstance(getattr(args, "screen", None), Screen):
+                args.screen.close()  # after Ctrl-C too: the progress bar gives the cursor back
 
     return run
 
