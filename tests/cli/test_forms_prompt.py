@@ -171,7 +171,7 @@ def test_a_form_is_checked_and_sent_issue18() -> None:
 
 def test_choice_labels_from_the_server_are_escaped_issue18() -> None:
     form = ElicitRequestFormParams(message="Pick\x1b[2J", requested_schema={
-        "type": "object", "properties": {"size": {
+        "type": "object", "required": ["size"], "properties": {"size": {
             "type": "string", "title": "Size\x1b[31m", "enum": ["s", "l"],
             "enumNames": ["Small\x1b]0;owned\x07", "Large"]}}})
     screen = io.StringIO()
@@ -197,3 +197,12 @@ def test_tab_completes_the_choice_after_the_last_comma_issue18() -> None:
         threading.Thread(target=type_slowly, daemon=True).start()
         result = asyncio.run(PromptForms(console, input=pipe, output=DummyOutput())(form))
     assert result == ElicitResult(action="accept", content={"tags": ["red", "wrong item"]})
+
+
+def test_an_optional_choice_starts_on_no_answer_issue18() -> None:
+    form = ElicitRequestFormParams(message="m", requested_schema={
+        "type": "object", "properties": {
+            "team": {"type": "string", "enum": ["red", "blue"]}, "vip": {"type": "boolean"}}})
+    assert fill("\r\r\r", form)[0] == ElicitResult(action="accept", content={})
+    chosen = fill("\x1b[A\r\x1b[A\r\r", form)[0]  # one up: the last real option
+    assert chosen == ElicitResult(action="accept", content={"team": "blue", "vip": False})

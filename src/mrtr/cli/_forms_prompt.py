@@ -172,9 +172,14 @@ class PromptForms(TerminalForms):
         options = [(value, _line(title)) for value, title in choices]
         if not required and current is None:
             options.append(("", "(no answer)"))
-        default = str(current) if current is not None else options[0][0]
-        if current is None and prop.get("type") == "boolean":
-            default = "no"  # a stray Enter never confirms what nobody chose
+        # A stray Enter never picks what nobody chose: an optional field defaults to no answer,
+        # a boolean to "no"; only a required choice without a default starts on its first option.
+        if current is not None:
+            default = str(current)
+        elif not required or prop.get("type") == "boolean":
+            default = "" if not required else "no"
+        else:
+            default = options[0][0]
         picked = await self._choose(f" {heading(name, prop)}", options, default)
         if not picked:
             return None
