@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+import anyio
 from msgspec import Meta
 
-from mrtr.server import Context, Form, Server, ToolError
+from mrtr.server import Context, Email, Form, Server, ToolError
 
 app = Server("cli-tests", version="1.0.0")
 
@@ -24,6 +25,19 @@ async def book_return(ctx: Context, order_id: str) -> str:
     if not await ctx.confirm(f"Book a pickup for {details.boxes} box(es) ({details.reason})?"):
         return "Return not booked."
     return f"Return booked: {order_id}, {details.boxes} box(es), {details.reason}."
+
+
+class Label(Form):
+    email: Annotated[str, Email]
+    copies: Annotated[int, Meta(ge=1, le=5)] = 1
+    speed: Literal["standard", "express"] = "express"
+
+
+@app.tool()
+async def print_label(ctx: Context, order_id: str) -> str:
+    """Print shipping labels: a form with an email, a default count and a default choice."""
+    label = await ctx.elicit(f"Label for order {order_id}", Label)
+    return f"{label.copies} {label.speed} label(s) for {order_id} sent to {label.email}."
 
 
 @app.tool()
@@ -50,3 +64,12 @@ async def ask_model(ctx: Context, question: str) -> str:
 async def list_roots(ctx: Context) -> str:
     """Return the client's roots, one URI per line."""
     return "\n".join(root.uri for root in await ctx.roots())
+
+
+@app.tool()
+async def pack(ctx: Context, boxes: int = 3, seconds: float = 0.3) -> str:
+    """Pack boxes one after another, reporting progress after each (a long call)."""
+    for done in range(1, boxes + 1):
+        await anyio.sleep(seconds)
+        await ctx.report_progress(done, boxes, f"packing box {done} of {boxes}")
+    return f"Packed {boxes} boxes."

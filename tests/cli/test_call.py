@@ -32,7 +32,9 @@ def mrtr(*args: str) -> list[str]:
 
 def spawn(*args: str) -> pexpect.spawn:
     cmd = mrtr(*args)
-    return pexpect.spawn(cmd[0], cmd[1:], cwd=str(ROOT), encoding="utf-8", timeout=20)
+    # TERM=dumb: the plain line forms at a terminal (tests/cli/test_forms_prompt.py: the others)
+    return pexpect.spawn(cmd[0], cmd[1:], cwd=str(ROOT), encoding="utf-8", timeout=20,
+                         env={**os.environ, "TERM": "dumb"})
 
 
 # -- pure parts --------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ the whole `book_return` flow of examples/bookings.py in a 2025 session."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,7 +72,8 @@ def test_mrtr_call_mode_legacy_books_a_return_over_http_issue12(
     before = len(bookings.carrier.bookings)
     child = pexpect.spawn(sys.executable, ["-c", LAUNCH, "call", "--mode", "legacy", url,
                                            "book_return", "order_id=A-1001"],
-                          cwd=str(ROOT), encoding="utf-8", timeout=20)
+                          cwd=str(ROOT), encoding="utf-8", timeout=20,
+                          env={**os.environ, "TERM": "dumb"})  # the plain line forms
     child.expect("asks: Return details for order A-1001")
     child.expect(r"reason \(choice\): ")
     child.sendline("1")

@@ -221,4 +221,5 @@ def test_call_on_a_terminal_draws_a_spinner_line_and_wipes_it(live: tuple[str, S
     out = screen.getvalue()
     assert re.search(rf"\r\x1b\[K\S task {TASK_ID}: working - 2/2", out), out
     assert "mrtr: task" not in out  # no plain lines on a terminal
-    assert out.rstrip().endswith("\r\x1b[Kreport ready"), out  # wiped before the result
+    tail = out[out.rindex("\r\x1b[K") + len("\r\x1b[K"):]  # after the last wipe of the line
+    assert "report ready" in tail and TASK_ID not in tail, out  # wiped before the result

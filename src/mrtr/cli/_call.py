@@ -23,8 +23,8 @@ from mrtr.transports._stdio_client import TAIL, ServerExited, StdioTransport
 
 from ._call_args import check_sampler, check_url, is_url, no_more, parse_arguments
 from ._escape import escape, escape_json
-from ._forms_tui import StdConsole, TerminalForms, TerminalSampler
-from ._render import render
+from ._forms_tui import StdConsole, TerminalSampler
+from ._screen import Screen
 from ._task_status import TaskStatusLine, run_interruptible
 
 __all__ = ["parse_arguments", "register"]
@@ -42,9 +42,10 @@ async def _call(client: Client, args: argparse.Namespace, rest: list[str]) -> ob
     except ProtocolError:  # no list, no schema: the values are read as JSON when they parse
         tools = []
     schema = next((t.input_schema for t in tools if t.name == rest[0]), None)
+    arguments = parse_arguments(rest[1:], schema=schema)
     status = TaskStatusLine()  # a task's progress on stderr (stdout stays for the result)
     try:
-        return await client.call_tool(rest[0], parse_arguments(rest[1:], schema=schema),
+        return await client.call_tool(rest[0], arguments, progress=args.screen.progress,
                                       on_task=status)
     finally:
         status.close()
@@ -167,8 +168,11 @@ def _runner(command: Command) -> Callable[[argparse.Namespace], int]:
         loop = asyncio.new_event_loop()
         try:
             return run_interruptible(loop, _main(command, args))  # Ctrl-C cancels a task
-        finally:
+        finally:  # as asyncio.run: a stream read to its reply is closed here, not at exit
+            loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
+            if isinstance(getattr(args, "screen", None), Screen):
+                args.screen.close()  # after Ctrl-C too: the progress bar gives the cursor back
 
     return run
 
@@ -176,22 +180,32 @@ def _runner(command: Command) -> Callable[[argparse.Namespace], int]:
 async def _main(command: Command, args: argparse.Namespace) -> int:
     items: list[str] = list(args.items)
     console = StdConsole()
+    args.screen = screen = Screen.detect(console)
     try:
         client = _client(args, items, console)
         async with client:
             result = await command(client, args, items)
     except (ValueError, ProtocolError, ClientError, TransportError, TimeoutError) as exc:
+        screen.close()
         return _report(exc, console, as_json=args.json)
     failed = getattr(result, "is_error", UNSET) is True
     refused = getattr(client.handlers.elicitation, "refused", None)
     if failed and refused is not None and isinstance(result, CallToolResult):
         # The tool stopped because the user said no: a choice, not a tool failure.
-        print(_json(result) if args.json else render(replace(result, is_error=UNSET)))
+        _print(replace(result, is_error=UNSET), args)
         verb = "declined" if refused == "decline" else "cancelled"
         console.write(f"mrtr: you {verb} a question, so the tool stopped")
         return 3
-    print(_json(result) if args.json else render(result))
+    _print(result, args)
     return 1 if failed else 0
+
+
+def _print(result: object, args: argparse.Namespace) -> None:
+    args.screen.close()
+    if args.json:
+        print(_json(result))
+    else:
+        args.screen.show(result)
 
 
 def _report(exc: Failure, console: StdConsole, *, as_json: bool) -> int:
@@ -251,7 +265,7 @@ def _client(args: argparse.Namespace, items: list[str], console: StdConsole) -> 
     roots = [Root(uri=Path(p).resolve().as_uri(), name=Path(p).resolve().name)
              for p in args.root]
     handlers = Handlers(
-        elicitation=TerminalForms(console, server=server), url=True,
+        elicitation=args.screen.forms(server=server), url=True,
         sampling=TerminalSampler(console, command=args.sampler),
         roots=roots or None,
     )

@@ -31,7 +31,7 @@ from mrtr.protocol import (
 
 from ._escape import escape, escape_url
 
-__all__ = ["Console", "StdConsole", "TerminalForms", "TerminalSampler", "parse_field"]
+__all__ = ["Console", "heading", "StdConsole", "TerminalForms", "TerminalSampler", "parse_field"]
 
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 _YES = frozenset({"y", "yes", "true", "1"})
@@ -165,13 +165,18 @@ def _line(value: object) -> str:
     return escape(str(value), newlines=False)
 
 
+def heading(name: str, prop: Mapping[str, object]) -> str:
+    """A field's title and description on one line (server text escaped)."""
+    title = _line(prop.get("title") or name)
+    return title + (f" - {_line(prop['description'])}" if prop.get("description") else "")
+
+
 def _describe(name: str, prop: Mapping[str, object], required: bool) -> tuple[str, str]:
     """The heading line and the prompt for one field (server text escaped)."""
-    title = _line(prop.get("title") or name)
-    heading = title + (f" - {_line(prop['description'])}" if prop.get("description") else "")
+    heading_ = heading(name, prop)
     choices = _choices(prop)
     if choices:
-        heading += "\n    " + "  ".join(f"{i}) {_line(t)}" for i, (_, t) in enumerate(choices, 1))
+        heading_ += "\n    " + "  ".join(f"{i}) {_line(t)}" for i, (_, t) in enumerate(choices, 1))
     kind = "choice" if choices and prop.get("type") != "array" else str(prop.get("type", "string"))
     if prop.get("type") == "array":
         kind = "choices, comma-separated"
@@ -182,7 +187,7 @@ def _describe(name: str, prop: Mapping[str, object], required: bool) -> tuple[st
         hints.append(f"default {_line(json.dumps(prop['default'], ensure_ascii=False))}")
     elif not required:
         hints.append("optional")
-    return heading, f"  {_line(name)} ({', '.join(hints)}): "
+    return heading_, f"  {_line(name)} ({', '.join(hints)}): "
 
 
 def _limits(prop: Mapping[str, object]) -> list[str]:
@@ -233,16 +238,24 @@ class TerminalForms:
                 return self._url(params)
             return self._form(params)
         except _Stop as stop:
-            self.refused = stop.action
-            self.console.write(f"  ({stop.action}d)" if stop.action == "decline" else
-                               "  (cancelled)")
-            return ElicitResult(action="decline" if stop.action == "decline" else "cancel")
+            return self._refuse(stop)
 
-    def _url(self, params: ElicitRequestParams) -> ElicitResult:
+    def _refuse(self, stop: _Stop) -> ElicitResult:
+        self.refused = stop.action
+        self.console.write(f"  ({stop.action}d)" if stop.action == "decline" else "  (cancelled)")
+        return ElicitResult(action="decline" if stop.action == "decline" else "cancel")
+
+    def _show_url(self, params: ElicitRequestParams) -> str:
+        """Write what the server asks and the URL it wants opened; the URL, escaped."""
         url = escape_url(params.url if params.url is not UNSET else "")
         out = self.console.write
         out(f"\n{self.server} asks: {escape(params.message, newlines=False)}")
         out(f"  It wants you to open this URL (host: {_host(url)}):\n    {url}")
+        return url
+
+    def _url(self, params: ElicitRequestParams) -> ElicitResult:
+        url = self._show_url(params)
+        out = self.console.write
         if _read(self.console, "  Open it? [y/N] ").lower() not in _YES:
             raise _Stop("decline")
         out(f"  Open it in your browser: {url}")

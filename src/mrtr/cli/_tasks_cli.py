@@ -19,6 +19,7 @@ from ._call import _client, _json, _options, _report
 from ._escape import escape
 from ._forms_tui import StdConsole
 from ._render import render
+from ._screen import Screen
 from ._task_status import run_interruptible
 
 __all__ = ["describe", "register"]
@@ -59,8 +60,11 @@ def _runner(action: str) -> Callable[[argparse.Namespace], int]:
         loop = asyncio.new_event_loop()
         try:
             return run_interruptible(loop, _main(action, args))
-        finally:
+        finally:  # as asyncio.run: a stream read to its reply is closed here, not at exit
+            loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
+            if isinstance(getattr(args, "screen", None), Screen):
+                args.screen.close()
 
     return run
 
@@ -68,6 +72,7 @@ def _runner(action: str) -> Callable[[argparse.Namespace], int]:
 async def _main(action: str, args: argparse.Namespace) -> int:
     items: list[str] = list(args.items)
     console = StdConsole()
+    args.screen = Screen.detect(console)  # the forms and handlers `_client` builds come from it
     try:
         client = _client(args, items, console)
         task_id = _task_id(action, items)

@@ -1,0 +1,92 @@
+"""The progress bar of a long `mrtr call`, driven by the server's progress notifications (#18)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from rich.console import Console
+
+from mrtr.cli._progress import ProgressBar
+from tests.cli.tty import ROOT, SERVER, Tty, check_capture
+from tests.client.rogue import free_port
+
+
+@pytest.mark.slow
+def test_a_long_call_shows_a_progress_bar_issue18() -> None:
+    term = Tty("call", "--stdio", SERVER, "pack", "boxes=3", "seconds=0.6")
+    term.wait_for("packing box 1 of 3", then="33% 1/3")
+    assert term.finish() == 0
+    assert "packing box 3 of 3" in term.screen and "100% 3/3" in term.screen
+    check_capture("progress", term.screen)
+
+
+@pytest.mark.slow
+def test_no_bar_and_the_same_json_for_scripts_issue18() -> None:
+    # --json at a terminal: stdout is the wire JSON alone, no panel around it.
+    term = Tty("call", "--stdio", SERVER, "--json", "add", "a=2", "b=40")
+    assert term.finish() == 0
+    assert term.screen.startswith("{\n") and '"text": "42"' in term.screen
+    assert "╭" not in term.screen
+
+
+def test_server_text_in_the_bar_is_escaped_and_never_markup_issue18() -> None:
+    out = io.StringIO()
+    bar = ProgressBar(Console(file=out, width=80, force_terminal=False))
+    bar(1, 2, "[bold red]half\x1b[2J")
+    bar(2, None, None)
+    bar.close()
+    text = out.getvalue()
+    assert "[bold red]half\\x1b[2J" not in text  # replaced by the next update's text
+    assert "working" in text and "\x1b[2J" not in text
+    bar(1, 4, "[b]x\x1b]0;t\x07")
+    bar.close()
+    assert "[b]x\\x1b]0;t\\x07" in out.getvalue() and "25%" in out.getvalue()
+
+
+@pytest.fixture()
+def http_url() -> Iterator[str]:
+    """`mrtr serve tests.cli.app:app` on a free 127.0.0.1 port."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mrtr.cli", "serve", "tests.cli.app:app", "--port", str(port)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(url, timeout=0.5)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and proc.poll() is None, "no server"
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.mark.slow
+def test_progress_over_http_ends_cleanly_issue18(http_url: str) -> None:
+    # The reply arrives on an SSE stream after the notifications; the stream is closed before
+    # the program ends (it used to be left to the garbage collector: "Task was destroyed").
+    term = Tty("call", http_url, "pack", "boxes=2", "seconds=0.2")
+    assert term.finish() == 0
+    assert "100% 2/2" in term.screen and "Packed 2 boxes." in term.screen
+    assert "Task was destroyed" not in term.screen and "ERROR" not in term.screen
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_long_call_gives_the_cursor_back_issue18() -> None:
+    term = Tty("call", "--stdio", SERVER, "pack", "boxes=5", "seconds=0.5")
+    term.wait_for("packing box 1 of 5")
+    assert term.term.cursor.hidden  # rich hides it while the bar is live
+    term.press("ctrl-c")
+    assert term.finish() == 130
+    assert not term.term.cursor.hidden and "20% 1/5" in term.screen
