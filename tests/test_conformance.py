@@ -95,6 +95,11 @@ def test_client_leg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
                  "http-standard-headers", "http-custom-headers", "http-invalid-tool-headers",
                  "json-schema-ref-no-deref"):
         assert rows[name]["status"] == "pass", rows[name]
+    # The OAuth client (#15): every scored auth/* scenario, and the client-credentials extensions.
+    auth = [r for n, r in rows.items() if n.startswith("auth/") and r["class"] == "scored"]
+    assert len(auth) == 25 and all(r["status"] == "pass" for r in auth)
+    for name in ("auth/client-credentials-basic", "auth/client-credentials-jwt"):
+        assert rows[name]["status"] == "pass", rows[name]
 
 
 @pytest.mark.skipif(not (ROOT / "examples" / "conformance" / "client.py").is_file(),
