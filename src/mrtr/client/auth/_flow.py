@@ -85,6 +85,7 @@ class OAuthSettings:
     scopes: tuple[str, ...] | None = None
     max_step_ups: int = 2
     max_metadata_bytes: int = 1 << 20
+    timeout: float = 30.0  # seconds, for each metadata, registration and token request
 
 
 _Gen = Generator[Step, object, Tokens]

@@ -69,6 +69,7 @@ class OAuth(httpx.Auth):
         self.flow = AuthFlow(storage=storage, grant=grant, settings=settings or OAuthSettings(),
                              assertion=assertion, clock=clock)
         self._lock = asyncio.Lock()
+        self._timeout = httpx.Timeout(self.flow.settings.timeout).as_dict()
 
     def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response,
                                                                    None]:
@@ -94,6 +95,8 @@ class OAuth(httpx.Auth):
                     finally:
                         await self._lock.acquire()
                 elif isinstance(step, httpx.Request):
+                    # A request built outside a client has no timeout: give it ours.
+                    step.extensions.setdefault("timeout", self._timeout)
                     response = yield step
                     await response.aread()
                     reply = response
