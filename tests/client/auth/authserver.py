@@ -14,7 +14,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
@@ -49,7 +49,8 @@ class AuthServer:
         self.challenge_scope: str | None = "mcp:read"
         self.auth_methods = ["none", "client_secret_basic"]
         self.stall_metadata = False
-        self.withheld: set[str] = set()  # scopes never granted, whatever is asked
+        self.withheld: set[str] = set()
+        self.prm_resource: str | None = None  # the resource its PRM names (default: /mcp here)  # scopes never granted, whatever is asked
 
     @property
     def issuer(self) -> str:
@@ -107,7 +108,8 @@ class AuthServer:
         if path == "/.well-known/oauth-protected-resource/mcp":
             if self.prm_body is not None:
                 return _raw(self.prm_body)
-            return _json(200, {"resource": self.resource, "authorization_servers": [self.issuer],
+            return _json(200, {"resource": self.prm_resource or self.resource,
+                               "authorization_servers": [self.issuer],
                                "scopes_supported": self.required_scopes})
         if path == "/jwks":
             return _json(200, self.jwks())
@@ -222,6 +224,26 @@ def _json(status: int, value: object) -> tuple[int, dict[str, str], bytes]:
 
 def _raw(body: bytes) -> tuple[int, dict[str, str], bytes]:
     return 200, {"content-type": "application/json"}, body
+
+
+def authenticator_for(server: AuthServer, resource: str
+                      ) -> Callable[[Mapping[str, str]], Awaitable[str | None]]:
+    """An McpApp authenticator accepting this server's tokens for `resource` (else 401)."""
+    from mrtr.transports import Unauthorized
+
+    server.prm_resource = resource
+    prm = server.base + "/.well-known/oauth-protected-resource/mcp"
+
+    async def authenticate(headers: Mapping[str, str]) -> str | None:
+        token = headers.get("authorization", "").removeprefix("Bearer ")
+        try:
+            claims = jwt.decode(token, server.key.public_key(), algorithms=["RS256"],
+                                audience=resource, issuer=server.issuer)
+        except jwt.PyJWTError:
+            raise Unauthorized(challenge=f'Bearer resource_metadata="{prm}"') from None
+        return f"{server.issuer}|{claims['sub']}"
+
+    return authenticate
 
 
 class LiveAS:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 import webbrowser
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -18,7 +19,7 @@ import httpx
 from mrtr.client.auth._flow import Callback
 from mrtr.client.auth._metadata import AuthError
 
-__all__ = ["HeadlessRedirect", "LoopbackRedirect", "parse_callback"]
+__all__ = ["has_browser", "HeadlessRedirect", "LoopbackRedirect", "parse_callback"]
 
 _PAGE = (b"<!doctype html><title>mrtr</title><p>Authorization received. "
          b"You can close this window and return to the terminal.</p>")
@@ -37,6 +38,14 @@ def parse_callback(url: str) -> Callback:
                     error_description=one("error_description"))
 
 
+def has_browser(env: Mapping[str, str] | None = None, platform: str = sys.platform) -> bool:
+    """True where `webbrowser` would open a graphical browser (not a text one in our terminal)."""
+    env = os.environ if env is None else env
+    if platform in ("darwin", "win32"):
+        return True
+    return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
+
+
 def _stderr(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -52,29 +61,39 @@ class LoopbackRedirect:
         self._arrived: asyncio.Queue[str] = asyncio.Queue()
 
     async def redirect_uri(self) -> str:
-        if self._uri is None:
-            self._server = await asyncio.start_server(self._serve, self.host, 0)
-            port = self._server.sockets[0].getsockname()[1]
-            self._uri = f"http://{self.host}:{port}/callback"
+        """`http://127.0.0.1:PORT/callback`; the port is random, then kept (it is registered)."""
+        await self._listen()
+        assert self._uri is not None
         return self._uri
 
     async def authorize(self, url: str) -> Callback:
-        await self.redirect_uri()
+        await self._listen()
         self.show(f"Open this URL to authorize:\n  {url}")
-        if self.open_browser:
+        if self.open_browser and has_browser():
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(webbrowser.open, url)
         try:
             target = await asyncio.wait_for(self._arrived.get(), self.timeout)
         except TimeoutError:
             raise AuthError(f"no authorization redirect within {self.timeout:g} s") from None
+        finally:
+            await self.aclose()  # listen only while waiting for a redirect
         return parse_callback(target)
 
     async def aclose(self) -> None:
+        """Stop listening (the redirect URI is kept for the token request and a later step-up)."""
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
-            self._server, self._uri = None, None
+            self._server = None
+
+    async def _listen(self) -> None:
+        if self._server is not None:
+            return
+        port = int(self._uri.rsplit(":", 1)[1].split("/")[0]) if self._uri else 0
+        self._server = await asyncio.start_server(self._serve, self.host, port)
+        port = self._server.sockets[0].getsockname()[1]
+        self._uri = f"http://{self.host}:{port}/callback"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
