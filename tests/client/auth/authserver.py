@@ -49,8 +49,8 @@ class AuthServer:
         self.challenge_scope: str | None = "mcp:read"
         self.auth_methods = ["none", "client_secret_basic"]
         self.stall_metadata = False
-        self.withheld: set[str] = set()
-        self.prm_resource: str | None = None  # the resource its PRM names (default: /mcp here)  # scopes never granted, whatever is asked
+        self.withheld: set[str] = set()  # scopes never granted, whatever is asked
+        self.prm_resource: str | None = None  # the resource its PRM names (default: /mcp here)
 
     @property
     def issuer(self) -> str:
