@@ -98,7 +98,8 @@ class AuthServer:
 
     async def route(self, method: str, path: str, query: dict[str, str], form: dict[str, str],
                     body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
-        if path == "/.well-known/oauth-authorization-server":
+        if path in ("/.well-known/oauth-authorization-server",
+                    "/.well-known/openid-configuration"):
             if self.stall_metadata:
                 import asyncio
 
