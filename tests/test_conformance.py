@@ -98,7 +98,8 @@ def test_client_leg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The OAuth client (#15): every scored auth/* scenario, and the client-credentials extensions.
     auth = [r for n, r in rows.items() if n.startswith("auth/") and r["class"] == "scored"]
     assert len(auth) == 25 and all(r["status"] == "pass" for r in auth)
-    for name in ("auth/client-credentials-basic", "auth/client-credentials-jwt"):
+    for name in ("auth/client-credentials-basic", "auth/client-credentials-jwt", "auth/dpop",
+                 "auth/dpop-nonce"):
         assert rows[name]["status"] == "pass", rows[name]
 
 

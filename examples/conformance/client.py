@@ -19,6 +19,7 @@ from typing import Any
 from mrtr.client import Client, Handlers, Mode
 from mrtr.client.auth import (
     ClientInfo,
+    DPoP,
     HeadlessRedirect,
     OAuth,
     OAuthSettings,
@@ -156,9 +157,20 @@ def oauth_for(scenario: str) -> OAuth | None:
                      client=ClientInfo(client_id=client_id, client_secret=secret,
                                        token_endpoint_auth_method=method))
     client = ClientInfo(client_id=client_id, client_secret=secret) if client_id else None
-    return OAuth(redirect=HeadlessRedirect(), client=client,
+    dpop = DPoP(new_dpop_key()) if scenario.startswith("auth/dpop") else None
+    return OAuth(redirect=HeadlessRedirect(), client=client, dpop=dpop,
                  settings=OAuthSettings(client_name="mrtr-conformance",
                                         client_metadata_url=CIMD_URL))
+
+
+def new_dpop_key() -> str:
+    """A fresh P-256 key (PEM) for the DPoP scenarios; mrtr.client takes keys, never makes them."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode("ascii")
 
 
 async def everything(client: Client) -> None:

@@ -4,6 +4,7 @@
 """
 
 from mrtr.client.auth._assertion import PrivateKeyJWT
+from mrtr.client.auth._dpop import DPoP
 from mrtr.client.auth._flow import (
     AuthFlow,
     Authorize,
@@ -45,6 +46,7 @@ __all__ = [
     "check_callback",
     "ClientAssertion",
     "ClientInfo",
+    "DPoP",
     "FileTokenStorage",
     "HeadlessRedirect",
     "LoopbackRedirect",

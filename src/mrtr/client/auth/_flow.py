@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 import httpx
 import msgspec
 
+from mrtr.client.auth._dpop import DPoP, nonce_challenge
 from mrtr.client.auth._metadata import (
     AuthError,
     Challenge,
@@ -95,9 +96,10 @@ class AuthFlow:
     """The state one OAuth client keeps across requests (metadata, step-up count)."""
 
     def __init__(self, *, storage: TokenStorage, grant: Grant, settings: OAuthSettings,
-                 assertion: ClientAssertion | None, clock: Callable[[], float]) -> None:
+                 assertion: ClientAssertion | None, clock: Callable[[], float],
+                 dpop: DPoP | None = None) -> None:
         self.storage, self.grant, self.settings = storage, grant, settings
-        self.assertion, self.clock = assertion, clock
+        self.assertion, self.clock, self.dpop = assertion, clock, dpop
         self.step_ups = 0
         self._server: ServerMetadata | None = None
         self._version: str | None = None
@@ -109,13 +111,16 @@ class AuthFlow:
         tokens = self.storage.load_tokens()
         if tokens is not None and not tokens.fresh(self.clock()):
             tokens = yield from self._refresh(tokens)
-        fresh_grants = 0
+        fresh_grants = nonces = 0
         while True:
             if tokens is not None:
-                request.headers["Authorization"] = f"Bearer {tokens.access_token}"
+                self._present(request, tokens)
             response = yield Send(request)
             assert isinstance(response, httpx.Response)
             challenge = parse_challenge(response)
+            if self._new_nonce(response, challenge.error) and nonces < 2:
+                nonces += 1  # RFC 9449 §9: the same request again, with the server's nonce
+                continue
             if response.status_code == 401:
                 if fresh_grants >= 2:
                     raise AuthError(f"{server_url} refused the access token it was just given")
@@ -134,6 +139,33 @@ class AuthFlow:
                     self.step_ups = 0
                 return
 
+    def _present(self, request: httpx.Request, tokens: Tokens) -> None:
+        if self.dpop is not None and tokens.token_type.lower() == "dpop":
+            request.headers["Authorization"] = f"DPoP {tokens.access_token}"
+            self.dpop.sign(request, tokens.access_token)
+        else:
+            request.headers["Authorization"] = f"Bearer {tokens.access_token}"
+
+    def _new_nonce(self, response: httpx.Response, error: str | None) -> bool:
+        """Keep a DPoP nonce the response carries; True when it asks for a retry with it."""
+        if self.dpop is None:
+            return False
+        return self.dpop.remember(response) and nonce_challenge(response, error)
+
+    def _token(self, server: ServerMetadata, client: ClientInfo, form: dict[str, str]
+               ) -> Generator[Step, object, httpx.Response]:
+        """POST to the token endpoint (with a DPoP proof, again once with a nonce, §8)."""
+        for attempt in (1, 2):
+            request = token_request(server, client, form, assertion=self.assertion)
+            if self.dpop is not None:
+                self.dpop.sign(request)
+            answer = yield request
+            assert isinstance(answer, httpx.Response)
+            error = "use_dpop_nonce" if b"use_dpop_nonce" in answer.content else None
+            if attempt == 2 or not (answer.status_code == 400 and self._new_nonce(answer, error)):
+                return answer
+        raise AssertionError("unreachable")
+
     def _authorize(self, server_url: str, challenge: Challenge, scope: str | None) -> _Gen:
         prm = yield from self._discover_resource(server_url, challenge)
         resource = resource_for(server_url, prm)
@@ -144,10 +176,11 @@ class AuthFlow:
             scope = self._select_scope(challenge, prm, server)
         if client is None:
             client = yield from self._register(server, scope)
+        reply: object
         if self.grant == "client_credentials":
             form = {"grant_type": "client_credentials", "resource": resource}
             form.update({"scope": scope} if scope else {})
-            reply = yield token_request(server, client, form, assertion=self.assertion)
+            reply = yield from self._token(server, client, form)
         else:
             reply = yield from self._code_grant(server, client, scope, resource)
         assert isinstance(reply, httpx.Response)
@@ -179,7 +212,7 @@ class AuthFlow:
         code = check_callback(callback, state, server)
         form = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri,
                 "code_verifier": pkce.verifier, "resource": resource}
-        reply = yield token_request(server, client, form, assertion=self.assertion)
+        reply = yield from self._token(server, client, form)
         return reply
 
     def _refresh(self, tokens: Tokens) -> Generator[Step, object, Tokens | None]:
@@ -192,8 +225,7 @@ class AuthFlow:
                 return None
             form = {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token}
             form.update({"resource": tokens.resource} if tokens.resource else {})
-            reply = yield token_request(server, client, form, assertion=self.assertion)
-            assert isinstance(reply, httpx.Response)
+            reply = yield from self._token(server, client, form)
             new = decode_tokens(reply, issuer=server.issuer, resource=tokens.resource,
                                 now=self.clock(), keep_refresh=tokens.refresh_token)
         except AuthError:

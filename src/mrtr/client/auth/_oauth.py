@@ -13,6 +13,7 @@ from typing import Protocol
 
 import httpx
 
+from mrtr.client.auth._dpop import DPoP
 from mrtr.client.auth._flow import (
     AuthFlow,
     Authorize,
@@ -44,7 +45,8 @@ class OAuth(httpx.Auth):
     """Authorize MCP requests with OAuth 2.1 (authorization code + PKCE, or client credentials).
 
     `client` is a pre-registered client (else the client registers itself, or uses
-    `settings.client_metadata_url`); `assertion` signs `private_key_jwt` client assertions.
+    `settings.client_metadata_url`); `assertion` signs `private_key_jwt` client assertions;
+    `dpop` binds tokens to a key (RFC 9449) when the authorization server issues DPoP tokens.
     Raises AuthError (from the request that needed the token) when authorization fails.
     """
 
@@ -57,6 +59,7 @@ class OAuth(httpx.Auth):
         grant: Grant = "authorization_code",
         assertion: ClientAssertion | None = None,
         settings: OAuthSettings | None = None,
+        dpop: DPoP | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if grant == "authorization_code" and redirect is None:
@@ -67,7 +70,7 @@ class OAuth(httpx.Auth):
             storage.save_tokens(None)
         self.redirect = redirect
         self.flow = AuthFlow(storage=storage, grant=grant, settings=settings or OAuthSettings(),
-                             assertion=assertion, clock=clock)
+                             assertion=assertion, clock=clock, dpop=dpop)
         self._lock = asyncio.Lock()
         self._timeout = httpx.Timeout(self.flow.settings.timeout).as_dict()
 
