@@ -111,6 +111,8 @@ def test_client_leg_2025(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     _run(["client", command, "--requirements", "2025-11-25", "--expected-failures",
           str(BASELINE_2025)], tmp_path / "client", capsys)
     rows = _rows(tmp_path / "client")
+    auth = [r for n, r in rows.items() if n.startswith("auth/") and r["class"] == "scored"]
+    assert len(auth) == 14 and all(r["status"] == "pass" for r in auth)  # the OAuth client (#15)
     for name in ("initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"):
         assert rows[name]["status"] == "pass", rows[name]
         assert rows[name]["checks_failed"] == "0" and rows[name]["warnings"] == "0"

@@ -172,3 +172,16 @@ def test_callback_without_iss_is_fine_when_not_advertised() -> None:
     assert check_callback(Callback(code="c", state="s"), "s", quiet) == "c"
     with pytest.raises(AuthError, match="comes from issuer"):  # but a present one is compared
         check_callback(Callback(code="c", state="s", iss="https://evil"), "s", quiet)
+
+
+def test_a_token_for_another_resource_is_not_sent() -> None:
+    from mrtr.client.auth import Tokens
+
+    f = flow()
+    f.storage.save_tokens(Tokens(access_token="FOR-B", resource="https://b.example/mcp"))
+    asked: list[str] = []
+    walk(f.run(httpx.Request("POST", RS)), {"SEND": [httpx.Response(200)]}, asked)
+    assert asked == ["SEND -"]
+    f.storage.save_tokens(Tokens(access_token="FOR-RS", resource="https://rs.example"))
+    asked = walk(f.run(httpx.Request("POST", RS)), {"SEND": [httpx.Response(200)]})
+    assert asked == ["SEND Bearer FOR-RS"]  # a resource covering the server URL is fine

@@ -22,6 +22,7 @@ from mrtr.client.auth._metadata import (
     Challenge,
     ProtectedResourceMetadata,
     ServerMetadata,
+    covers,
     decode_resource_metadata,
     decode_server_metadata,
     parse_challenge,
@@ -108,9 +109,7 @@ class AuthFlow:
         """Send `request` with a valid token, authorizing when the server asks for it."""
         self._version = request.headers.get("mcp-protocol-version") or self._version
         server_url = str(request.url.copy_with(query=None, fragment=None))
-        tokens = self.storage.load_tokens()
-        if tokens is not None and not tokens.fresh(self.clock()):
-            tokens = yield from self._refresh(tokens)
+        tokens = yield from self._stored(server_url)
         fresh_grants = nonces = 0
         while True:
             if tokens is not None:
@@ -138,6 +137,15 @@ class AuthFlow:
                 if response.status_code < 400:
                     self.step_ups = 0
                 return
+
+    def _stored(self, server_url: str) -> Generator[Step, object, Tokens | None]:
+        """The stored tokens if they are for `server_url`, refreshed when about to expire."""
+        tokens = self.storage.load_tokens()
+        if tokens is None or (tokens.resource and not covers(tokens.resource, server_url)):
+            return None  # a token for another server is never shown to this one
+        if not tokens.fresh(self.clock()):
+            return (yield from self._refresh(tokens))
+        return tokens
 
     def _present(self, request: httpx.Request, tokens: Tokens) -> None:
         if self.dpop is not None and tokens.token_type.lower() == "dpop":

@@ -16,6 +16,7 @@ from mrtr.client._errors import ClientError
 __all__ = [
     "AuthError",
     "Challenge",
+    "covers",
     "ProtectedResourceMetadata",
     "ServerMetadata",
     "parse_challenge",
@@ -136,13 +137,14 @@ def resource_for(server_url: str, metadata: ProtectedResourceMetadata | None) ->
     own = server_url.split("#", 1)[0]
     if metadata is None:
         return own
-    if not _covers(metadata.resource, own):
+    if not covers(metadata.resource, own):
         raise AuthError(f"protected resource metadata is for {metadata.resource!r}, "
                         f"not for {own!r}")
     return metadata.resource
 
 
-def _covers(resource: str, server_url: str) -> bool:
+def covers(resource: str, server_url: str) -> bool:
+    """True when `server_url` is `resource` or below it (same scheme, host and port)."""
     try:
         outer, inner = httpx.URL(resource), httpx.URL(server_url)
     except httpx.InvalidURL:
