@@ -96,6 +96,7 @@ class LoopbackRedirect:
         self._uri = f"http://{self.host}:{port}/callback"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        target: str | None = None
         try:
             line = await asyncio.wait_for(reader.readline(), 10.0)
             parts = line.decode("latin-1").split()
@@ -104,8 +105,7 @@ class LoopbackRedirect:
                 if len(header) > _MAX_LINE:
                     break
             if len(parts) >= 2 and parts[0] == "GET" and urlsplit(parts[1]).path == "/callback":
-                self._arrived.put_nowait(parts[1])
-                status, body = b"200 OK", _PAGE
+                target, status, body = parts[1], b"200 OK", _PAGE
             else:
                 status, body = b"404 Not Found", b"not found"
             writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: text/html; charset=utf-8"
@@ -116,6 +116,10 @@ class LoopbackRedirect:
             pass
         finally:
             writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+        if target is not None:  # only now: the page is sent before the listener closes
+            self._arrived.put_nowait(target)
 
 
 class HeadlessRedirect:
