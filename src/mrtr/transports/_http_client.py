@@ -88,6 +88,8 @@ class HTTPTransport:
         max_event: int = DEFAULT_MAX_EVENT,
         auth: httpx.Auth | None = None,
     ) -> None:
+        if client is not None and auth is not None:
+            raise ValueError("give auth to your own httpx client (AsyncClient(auth=...))")
         self.url = url
         self.max_body = max_body
         self.max_event = max_event

@@ -162,3 +162,16 @@ def test_a_registration_bound_to_another_issuer_is_not_presented(server: AuthSer
     assert reply.status_code == 200
     assert all(p.get("client_id") != "from-elsewhere" for _, _, p in server.log)
     assert server.paths().count("/register") == 1
+
+
+def test_the_transport_takes_auth_and_refuses_it_beside_a_client_of_yours() -> None:
+    from mrtr.transports import HTTPTransport
+
+    async def go() -> None:
+        transport = HTTPTransport("http://127.0.0.1:9/mcp", auth=oauth())
+        await transport.aclose()
+        async with httpx.AsyncClient() as mine:
+            with pytest.raises(ValueError, match="give auth to your own httpx client"):
+                HTTPTransport("http://127.0.0.1:9/mcp", client=mine, auth=oauth())
+
+    asyncio.run(go())

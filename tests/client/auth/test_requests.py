@@ -88,3 +88,12 @@ def test_registration_binds_the_client_to_its_issuer() -> None:
     assert client.token_endpoint_auth_method == "client_secret_basic"
     with pytest.raises(AuthError, match="registration .* failed: HTTP 400 invalid_client_metadata"):
         decode_registration(answer(400, b'{"error": "invalid_client_metadata"}'), "none", "i")
+
+
+def test_a_secret_without_a_method_follows_what_the_server_supports() -> None:
+    client = ClientInfo(client_id="c", client_secret="s")
+    assert "authorization" in token_request(SERVER, client, FORM).headers
+    post_only = ServerMetadata(issuer="https://as.example", token_endpoint="https://as.example/t",
+                               token_endpoint_auth_methods_supported=["client_secret_post"])
+    request = token_request(post_only, client, FORM)
+    assert "authorization" not in request.headers and body(request)["client_secret"] == "s"

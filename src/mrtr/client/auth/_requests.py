@@ -86,8 +86,7 @@ def token_request(
     """A token endpoint POST carrying `form` and the client's authentication."""
     data = dict(form)
     headers = {"Accept": "application/json"}
-    method = client.token_endpoint_auth_method or (
-        "client_secret_basic" if client.client_secret else "none")
+    method = client.token_endpoint_auth_method or _secret_method(server, client)
     if assertion is not None or method == "private_key_jwt":
         if assertion is None:
             raise AuthError("private_key_jwt needs a client assertion signer")
@@ -104,6 +103,17 @@ def token_request(
     else:
         data["client_id"] = client.client_id
     return httpx.Request("POST", server.token_endpoint, data=data, headers=headers)
+
+
+def _secret_method(server: ServerMetadata, client: ClientInfo) -> str:
+    """A pre-registered client's method: what the server supports (basic first, §2.3.1)."""
+    if client.client_secret is None:
+        return "none"
+    offered = server.token_endpoint_auth_methods_supported
+    if offered is not None and "client_secret_basic" not in offered \
+            and "client_secret_post" in offered:
+        return "client_secret_post"
+    return "client_secret_basic"
 
 
 def decode_tokens(response: httpx.Response, *, issuer: str, resource: str | None,
