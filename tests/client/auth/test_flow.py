@@ -185,3 +185,9 @@ def test_a_token_for_another_resource_is_not_sent() -> None:
     f.storage.save_tokens(Tokens(access_token="FOR-RS", resource="https://rs.example"))
     asked = walk(f.run(httpx.Request("POST", RS)), {"SEND": [httpx.Response(200)]})
     assert asked == ["SEND Bearer FOR-RS"]  # a resource covering the server URL is fine
+
+
+def test_a_401_for_another_scheme_is_left_to_the_caller() -> None:
+    _, gen = start()
+    asked = walk(gen, {"SEND": [unauthorized('Basic realm="api"')]})
+    assert asked == ["SEND -"]  # no discovery: the 401 goes back as it came

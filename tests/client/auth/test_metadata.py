@@ -48,6 +48,14 @@ def test_parse_challenge_quoted_unquoted_and_escaped() -> None:
     assert parse_challenge(httpx.Response(401)).resource_metadata is None
 
 
+@pytest.mark.parametrize(("header", "oauth"), [
+    ("", True), ("Bearer", True), ('DPoP resource_metadata="x"', True),
+    ('Basic realm="api"', False), ("ApiKey", False)])
+def test_only_bearer_and_dpop_challenges_are_oauth(header: str, oauth: bool) -> None:
+    response = httpx.Response(401, headers={"WWW-Authenticate": header} if header else {})
+    assert parse_challenge(response).oauth is oauth
+
+
 META = b'{"issuer": "https://as.example", "token_endpoint": "https://as.example/t"}'
 
 

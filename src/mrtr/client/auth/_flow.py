@@ -120,7 +120,7 @@ class AuthFlow:
             if self._new_nonce(response, challenge.error) and nonces < 2:
                 nonces += 1  # RFC 9449 §9: the same request again, with the server's nonce
                 continue
-            if response.status_code == 401:
+            if response.status_code == 401 and challenge.oauth:
                 if fresh_grants >= 2:
                     raise AuthError(f"{server_url} refused the access token it was just given")
                 fresh_grants += 1

@@ -56,9 +56,15 @@ class ServerMetadata(msgspec.Struct, frozen=True, kw_only=True):
 class Challenge(msgspec.Struct, frozen=True, kw_only=True):
     """The parameters of a `WWW-Authenticate: Bearer ...` challenge (RFC 6750 §3)."""
 
+    scheme: str = ""  # lower case; "" when the response has no challenge
     error: str | None = None
     scope: str | None = None
     resource_metadata: str | None = None
+
+    @property
+    def oauth(self) -> bool:
+        """True unless the challenge names another scheme (Basic, an API key gateway's...)."""
+        return self.scheme in ("", "bearer", "dpop")
 
 
 _PARAM = re.compile(r'([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
@@ -72,7 +78,8 @@ def parse_challenge(response: httpx.Response) -> Challenge:
         name = match.group(1).lower()
         value = match.group(2) if match.group(2) is not None else match.group(3)
         params.setdefault(name, re.sub(r"\\(.)", r"\1", value))
-    return Challenge(error=params.get("error"), scope=params.get("scope") or None,
+    scheme = header.strip().split(" ", 1)[0].rstrip(",").lower() if header.strip() else ""
+    return Challenge(scheme=scheme, error=params.get("error"), scope=params.get("scope") or None,
                      resource_metadata=params.get("resource_metadata"))
 
 
