@@ -86,6 +86,19 @@ def test_a_refused_refresh_token_falls_back_to_authorization(server: AuthServer)
     assert server.paths().count("/authorize") == 2
 
 
+def test_a_revoked_access_token_is_refreshed_before_asking_the_user(server: AuthServer) -> None:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    auth = oauth()
+    asyncio.run(get(server, auth))
+    server.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)  # rotated
+    [reply] = asyncio.run(get(server, auth))
+    assert reply.status_code == 200
+    grants = [p.get("grant_type") for _, path, p in server.log if path == "/token"]
+    assert grants == ["authorization_code", "refresh_token"]
+    assert server.paths().count("/authorize") == 1
+
+
 def test_insufficient_scope_steps_up_with_the_union(server: AuthServer) -> None:
     server.required_scopes = ["mcp:read", "mcp:write"]
     [reply] = asyncio.run(get(server, oauth()))

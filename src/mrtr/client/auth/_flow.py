@@ -124,7 +124,8 @@ class AuthFlow:
                 if fresh_grants >= 2:
                     raise AuthError(f"{server_url} refused the access token it was just given")
                 fresh_grants += 1
-                tokens = yield from self._authorize(server_url, challenge, None)
+                tokens = yield from self._recover(server_url, challenge, tokens,
+                                                  refresh=fresh_grants == 1)
             elif response.status_code == 403 and challenge.error == "insufficient_scope":
                 if self.step_ups >= self.settings.max_step_ups:
                     raise AuthError(f"{server_url} still needs scope {challenge.scope!r} after "
@@ -137,6 +138,15 @@ class AuthFlow:
                 if response.status_code < 400:
                     self.step_ups = 0
                 return
+
+    def _recover(self, server_url: str, challenge: Challenge, tokens: Tokens | None, *,
+                 refresh: bool) -> _Gen:
+        """After a 401: a refreshed token if the refresh token still works, else a new grant."""
+        if refresh and tokens is not None and tokens.refresh_token:
+            refreshed = yield from self._refresh(tokens)
+            if refreshed is not None:
+                return refreshed
+        return (yield from self._authorize(server_url, challenge, None))
 
     def _stored(self, server_url: str) -> Generator[Step, object, Tokens | None]:
         """The stored tokens if they are for `server_url`, refreshed when about to expire."""
