@@ -112,7 +112,7 @@ class AuthServer:
             return _json(200, {"resource": self.prm_resource or self.resource,
                                "authorization_servers": [self.issuer],
                                "scopes_supported": self.required_scopes})
-        if path == "/jwks":
+        if path in ("/jwks", "/.well-known/jwks.json"):
             return _json(200, self.jwks())
         if path == "/authorize":
             return self.authorize(query)
