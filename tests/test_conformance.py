@@ -111,6 +111,12 @@ def test_client_leg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
                  "http-standard-headers", "http-custom-headers", "http-invalid-tool-headers",
                  "json-schema-ref-no-deref"):
         assert rows[name]["status"] == "pass", rows[name]
+    # The OAuth client (#15): every scored auth/* scenario, and the client-credentials extensions.
+    auth = [r for n, r in rows.items() if n.startswith("auth/") and r["class"] == "scored"]
+    assert len(auth) == 25 and all(r["status"] == "pass" for r in auth)
+    for name in ("auth/client-credentials-basic", "auth/client-credentials-jwt", "auth/dpop",
+                 "auth/dpop-nonce"):
+        assert rows[name]["status"] == "pass", rows[name]
 
 
 @pytest.mark.skipif(not (ROOT / "examples" / "conformance" / "client.py").is_file(),
@@ -121,6 +127,8 @@ def test_client_leg_2025(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     _run(["client", command, "--requirements", "2025-11-25", "--expected-failures",
           str(BASELINE_2025)], tmp_path / "client", capsys)
     rows = _rows(tmp_path / "client")
+    auth = [r for n, r in rows.items() if n.startswith("auth/") and r["class"] == "scored"]
+    assert len(auth) == 14 and all(r["status"] == "pass" for r in auth)  # the OAuth client (#15)
     for name in ("initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"):
         assert rows[name]["status"] == "pass", rows[name]
         assert rows[name]["checks_failed"] == "0" and rows[name]["warnings"] == "0"

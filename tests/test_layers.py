@@ -100,7 +100,7 @@ def test_modules_stay_small() -> None:
 
 @pytest.mark.parametrize(
     "module", ["mrtr", "mrtr.errors", "mrtr.protocol", "mrtr.server", "mrtr.client", "mrtr.stores",
-               "mrtr.testing", "mrtr.transports"]
+               "mrtr.testing", "mrtr.transports", "mrtr.client.auth"]
 )
 def test_public_api_sorted_and_owned(module: str) -> None:
     mod = importlib.import_module(module)

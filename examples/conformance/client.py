@@ -17,6 +17,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mrtr.client import Client, Handlers, Mode
+from mrtr.client.auth import (
+    ClientInfo,
+    DPoP,
+    HeadlessRedirect,
+    OAuth,
+    OAuthSettings,
+    PrivateKeyJWT,
+)
 from mrtr.protocol import (
     CreateMessageRequestParams,
     CreateMessageResult,
@@ -123,6 +131,48 @@ async def schema_preservation(client: Client) -> None:
                 "json_schema_echo", {"schema": t.input_schema}))
 
 
+async def first_tool(client: Client) -> None:
+    """What the auth scenarios score: an authorized list, then a call of the first tool."""
+    tools = await step("list", client.list_tools) or []
+    for tool in tools[:1]:  # type: ignore[index]
+        await step(f"call {tool.name}", lambda t=tool: client.call_tool(t.name, {}))  # type: ignore[misc]
+
+
+# The client ID metadata document URL the auth scenarios expect (FIXTURES §4.2, auth step 3).
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+
+
+def oauth_for(scenario: str) -> OAuth | None:
+    """The OAuth client for an `auth/*` scenario; None for the others."""
+    if not scenario.startswith("auth/"):
+        return None
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    client_id, secret = context.get("client_id"), context.get("client_secret")
+    if scenario.startswith("auth/client-credentials"):
+        pem = context.get("private_key_pem")
+        signer = PrivateKeyJWT(pem, algorithm=context.get("signing_algorithm", "ES256")) \
+            if pem else None
+        method = "private_key_jwt" if pem else "client_secret_basic"
+        return OAuth(grant="client_credentials", assertion=signer,
+                     client=ClientInfo(client_id=client_id, client_secret=secret,
+                                       token_endpoint_auth_method=method))
+    client = ClientInfo(client_id=client_id, client_secret=secret) if client_id else None
+    dpop = DPoP(new_dpop_key()) if scenario.startswith("auth/dpop") else None
+    return OAuth(redirect=HeadlessRedirect(), client=client, dpop=dpop,
+                 settings=OAuthSettings(client_name="mrtr-conformance",
+                                        client_metadata_url=CIMD_URL))
+
+
+def new_dpop_key() -> str:
+    """A fresh P-256 key (PEM) for the DPoP scenarios; mrtr.client takes keys, never makes them."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode("ascii")
+
+
 async def everything(client: Client) -> None:
     """Exercise every method: discover, all lists, every tool, resource and prompt."""
     await step("discover", client.discover)
@@ -152,9 +202,11 @@ SCENARIOS: dict[str, Callable[[Client], Awaitable[None]]] = {
 async def run(url: str, scenario: str, version: str) -> None:
     # No era probe (FIXTURES §4.3): some 2025 mocks answer any method, server/discover too.
     mode: Mode = "legacy" if version.startswith("2025-") else "modern"
-    transport = HTTPTransport(url)
+    auth = oauth_for(scenario)
+    transport = HTTPTransport(url, auth=auth)
+    default = first_tool if auth is not None else everything
     async with Client(transport, handlers=HANDLERS, timeout=30.0, mode=mode) as client:
-        await SCENARIOS.get(scenario, everything)(client)
+        await SCENARIOS.get(scenario, default)(client)
     await transport.aclose()
 
 

@@ -21,6 +21,7 @@ from mrtr.protocol import UNSET, CallToolResult, Root
 from mrtr.transports._http_client import HTTPTransport
 from mrtr.transports._stdio_client import TAIL, ServerExited, StdioTransport
 
+from ._auth_args import add_auth_options, auth_from
 from ._call_args import check_sampler, check_url, is_url, no_more, parse_arguments
 from ._escape import escape, escape_json
 from ._forms_tui import StdConsole, TerminalSampler
@@ -151,6 +152,7 @@ def _options(sub: argparse.ArgumentParser, *, rounds: bool) -> None:
     sub.add_argument("--mode", choices=("auto", "modern", "legacy"), default="auto",
                      help="auto: probe for 2026-07-28, else initialize (MCP 2025); "
                           "modern/legacy: skip the probe (default auto)")
+    add_auth_options(sub)
     if not rounds:
         sub.set_defaults(max_rounds=10, sampler=None, root=[])
         return
@@ -259,7 +261,7 @@ def _client(args: argparse.Namespace, items: list[str], console: StdConsole) -> 
         if not items:
             raise ValueError("give the server URL (http://HOST:PORT/PATH) or --stdio 'CMD'")
         url = check_url(items.pop(0))
-        transport = HTTPTransport(url, headers=_headers(args.header))
+        transport = HTTPTransport(url, headers=_headers(args.header), auth=auth_from(args, url))
         server = url
     check_sampler(args.sampler)
     roots = [Root(uri=Path(p).resolve().as_uri(), name=Path(p).resolve().name)

@@ -68,8 +68,9 @@ class HTTPTransport:
     """POST each request to `url` (the one MCP endpoint).
 
     `headers` are added to every request (e.g. Authorization); `transport` is an httpx
-    transport for the client this creates (e.g. `httpx.ASGITransport(app)` in tests); or pass
-    your own `client` (it is then not closed by `aclose`). A JSON reply over `max_body`
+    transport for the client this creates (e.g. `httpx.ASGITransport(app)` in tests); `auth`
+    authorizes its requests (e.g. `mrtr.client.auth.OAuth`); or pass your own `client` (it is
+    then not closed by `aclose`). A JSON reply over `max_body`
     bytes, or an SSE event over `max_event` bytes, raises TransportError.
     """
 
@@ -85,13 +86,16 @@ class HTTPTransport:
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         max_body: int = DEFAULT_MAX_BODY,
         max_event: int = DEFAULT_MAX_EVENT,
+        auth: httpx.Auth | None = None,
     ) -> None:
+        if client is not None and auth is not None:
+            raise ValueError("give auth to your own httpx client (AsyncClient(auth=...))")
         self.url = url
         self.max_body = max_body
         self.max_event = max_event
         self._extra = dict(headers or {})
         self._owned = client is None
-        self._client = client or httpx.AsyncClient(timeout=timeout, transport=transport)
+        self._client = client or httpx.AsyncClient(timeout=timeout, transport=transport, auth=auth)
         self.session_id: str | None = None
         self._last_version: dict[str, str] = {}
 
