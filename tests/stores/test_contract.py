@@ -122,6 +122,39 @@ def test_counters_add_atomically(make_store: Factory) -> None:
     assert run(make_store, body) == (list(range(1, 21)), 20)
 
 
+def test_add_once_applies_each_token_once_even_concurrently(make_store: Factory) -> None:
+    async def body(store: Store) -> tuple[list[int], int, int, int]:
+        first = await asyncio.gather(*(
+            store.add_once("pay", 1, token="idem-1", expires=later()) for _ in range(10)))
+        second = await store.add_once("pay", 1, token="idem-2", expires=later())
+        again = await store.add_once("pay", 5, token="idem-1", expires=later())
+        return sorted(first), second, again, await store.add("pay", 0, expires=later())
+
+    assert run(make_store, body) == ([1] * 10, 2, 2, 2)
+
+
+def test_add_once_across_separate_clients(make_store: Factory) -> None:
+    async def body(store: Store) -> list[int]:
+        other = make_store()
+        try:
+            return [await s.add_once("c", 1, token="t", expires=later())
+                    for s in (store, other, store, other)]
+        finally:
+            if other is not store:
+                await other.aclose()
+
+    assert run(make_store, body) == [1, 1, 1, 1]
+
+
+def test_an_applied_token_expires_with_its_deadline(make_store: Factory) -> None:
+    async def body(store: Store) -> list[int]:
+        first = await store.add_once("e", 1, token="t", expires=later(0.2))
+        await asyncio.sleep(0.3)
+        return [first, await store.add_once("e", 1, token="t", expires=later())]
+
+    assert run(make_store, body) == [1, 1]  # the counter expired too: a fresh start
+
+
 def test_concurrent_claims_from_separate_clients_have_one_winner(make_store: Factory) -> None:
     async def body(_: Store) -> list[ClaimStatus]:
         stores = [make_store() for _ in range(8)]

@@ -111,6 +111,20 @@ class MemoryStore:
         entry.count += amount
         return entry.count
 
+    async def add_once(self, key: str, amount: int, *, token: str, expires: float) -> int:
+        now = self._clock()
+        counter = self._live(key, now)
+        if counter is None:  # first, so that a full store refuses before anything applies
+            counter = _Entry(expires)
+            self._put(key, counter, now)
+        mark = f"{key}\x00{token}"
+        if self._live(mark, now) is None:
+            applied = _Entry(expires)
+            applied.outcome = b""
+            self._put(mark, applied, now)
+            counter.count += amount
+        return counter.count
+
     async def aclose(self) -> None:
         self._entries.clear()
         self._heap.clear()

@@ -37,6 +37,11 @@ _CLAIM = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
           " outcome = NULL, lease_until = :lease, expires = :expires, count = NULL"
           " WHERE NOT (expires > :now AND count IS NULL"
           " AND (outcome IS NOT NULL OR lease_until > :now))")
+# An applied token: a DONE-like row (empty outcome); an expired one is taken over.
+_MARK = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
+         " VALUES (:key, X'', :lease, :expires, NULL) ON CONFLICT (key) DO UPDATE SET"
+         " outcome = X'', lease_until = :lease, expires = :expires, count = NULL"
+         " WHERE NOT expires > :now")
 _UPSERT = ("INSERT OR REPLACE INTO mrtr_entries (key, outcome, lease_until, expires, count)"
            " VALUES (?, ?, ?, ?, ?)")
 
@@ -164,6 +169,18 @@ class SQLiteStore:
             count = row[3] if row is not None and row[3] is not None and now < row[2] else 0
             db.execute(_UPSERT, (key, None, 0.0, expires, count + amount))
             return int(count + amount)
+
+        return await self._call(lambda db: self._write(db, step))
+
+    async def add_once(self, key: str, amount: int, *, token: str, expires: float) -> int:
+        def step(db: sqlite3.Connection, now: float) -> int:
+            row = db.execute(_SELECT, (key,)).fetchone()
+            count = row[3] if row is not None and row[3] is not None and now < row[2] else 0
+            mark = {"key": f"{key}\x00{token}", "lease": 0.0, "expires": expires, "now": now}
+            if db.execute(_MARK, mark).rowcount > 0:  # the token's first use: apply it
+                count += amount
+                db.execute(_UPSERT, (key, None, 0.0, expires, count))
+            return int(count)
 
         return await self._call(lambda db: self._write(db, step))
 

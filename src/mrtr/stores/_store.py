@@ -88,6 +88,14 @@ class Store(Protocol):
         """Atomically add `amount` to the counter `key` (absent: 0); returns the new value."""
         ...
 
+    async def add_once(self, key: str, amount: int, *, token: str, expires: float) -> int:
+        """Add `amount` to the counter `key` unless `token` was already applied to it.
+
+        One atomic step, like a payment API's idempotency key: the first call with a `token`
+        adds, later ones (any process, until `expires`) only return the counter's value.
+        """
+        ...
+
     async def aclose(self) -> None:
         """Release connections and threads."""
         ...
