@@ -282,27 +282,73 @@ def test_renew_keeps_a_running_claim_alive_and_only_a_running_one(make_store: Fa
     assert run(make_store, body) == [[True] * 4, ClaimStatus.RUNNING, False, False]
 
 
-def test_sqlite_claims_and_completes_a_round_without_an_explicit_transaction(
+def test_13_sqlite_group_commits_the_calls_of_one_loop_turn_in_one_transaction(
     tmp_path: Path,
 ) -> None:
-    # The redeem path is one statement per call (each its own transaction, atomic): no
-    # BEGIN IMMEDIATE / SELECT / COMMIT round trips for a first redemption.
+    # Two write transactions per round were the cost of exactly-once: concurrent calls now
+    # share one BEGIN IMMEDIATE ... COMMIT, run inline on the loop when the lock is free.
     store = SQLiteStore(tmp_path / "s.db", sweep_every=3600)
     statements: list[str] = []
 
-    async def body() -> tuple[Claim, Claim]:
+    async def body() -> list[Claim]:
         await store.complete("warm", b"", expires=later())  # opens it, runs the first sweep
-        assert store._db is not None
-        store._db.set_trace_callback(statements.append)
-        claim = await store.claim("round:1", lease=30, expires=later())
-        await store.complete("round:1", b"out", expires=later())
-        again = await store.claim("round:1", lease=30, expires=later())
+        await asyncio.sleep(0.1)
+        assert store._inline is not None
+        store._inline.set_trace_callback(statements.append)
+        claims = await asyncio.gather(*(store.claim(f"round:{n}", lease=30, expires=later())
+                                        for n in range(8)))
+        await asyncio.gather(*(store.complete(f"round:{n}", b"out", expires=later())
+                               for n in range(8)))
+        again = await store.claim("round:3", lease=30, expires=later())
         await store.aclose()
-        return claim, again
+        return [*claims, again]
 
-    claim, again = asyncio.run(body())
-    assert claim == Claim(ClaimStatus.NEW) and again == Claim(ClaimStatus.DONE, b"out")
-    assert len(statements) == 4 and not any("BEGIN" in s for s in statements), statements
+    claims = asyncio.run(body())
+    assert claims == [Claim(ClaimStatus.NEW)] * 8 + [Claim(ClaimStatus.DONE, b"out")]
+    assert [s for s in statements if s in ("BEGIN IMMEDIATE", "COMMIT")] == [
+        "BEGIN IMMEDIATE", "COMMIT"] * 3, statements
+
+
+def test_13_sqlite_waits_for_another_process_lock_on_its_thread_not_on_the_loop(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path, timeout=0.5)
+
+    async def body() -> tuple[Claim, float, object]:
+        await store.complete("warm", b"", expires=later())
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock for 0.2 s
+        asyncio.get_running_loop().call_later(0.2, other.execute, "COMMIT")
+        ticks = 0
+
+        async def ticker() -> None:  # the loop keeps running while the claim waits
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        task = asyncio.ensure_future(ticker())
+        claim = await store.claim("k", lease=30, expires=later())
+        task.cancel()
+        other.execute("BEGIN IMMEDIATE")  # and now past the store's timeout
+        started = time.monotonic()
+        try:
+            await store.claim("j", lease=30, expires=later())
+            failed: object = None
+        except StoreUnavailable as exc:
+            failed = exc
+        waited = time.monotonic() - started
+        other.execute("ROLLBACK")
+        await store.aclose()
+        assert ticks >= 10
+        return claim, waited, failed
+
+    claim, waited, failed = asyncio.run(body())
+    assert claim == Claim(ClaimStatus.NEW)
+    assert isinstance(failed, StoreUnavailable) and waited < 2.0
 
 
 def test_memory_store_refuses_new_entries_when_full_until_expired_ones_make_room() -> None:
