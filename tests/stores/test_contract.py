@@ -155,6 +155,34 @@ def test_an_applied_token_expires_with_its_deadline(make_store: Factory) -> None
     assert run(make_store, body) == [1, 1]  # the counter expired too: a fresh start
 
 
+def test_a_delivered_message_is_collected_once_by_another_client(make_store: Factory) -> None:
+    async def body(store: Store) -> list[object]:
+        other = make_store()
+        try:
+            waiting = asyncio.ensure_future(store.collect("a:1", timeout=5))
+            await asyncio.sleep(0.05)
+            await other.deliver("a:1", b'{"id": 1}', expires=later())
+            early = await other.collect("a:2", timeout=0.05)  # nothing there: None in time
+            await store.deliver("a:3", b"before", expires=later())  # delivered before waiting
+            return [await waiting, early, await other.collect("a:3", timeout=1),
+                    await store.collect("a:3", timeout=0.05)]
+        finally:
+            if other is not store:
+                await other.aclose()
+
+    assert run(make_store, body) == [b'{"id": 1}', None, b"before", None]
+
+
+def test_an_undelivered_collect_gives_up_after_its_timeout(make_store: Factory) -> None:
+    async def body(store: Store) -> tuple[bytes | None, float]:
+        started = time.monotonic()
+        found = await store.collect("never", timeout=0.3)
+        return found, time.monotonic() - started
+
+    found, waited = run(make_store, body)
+    assert found is None and 0.25 < waited < 2.0
+
+
 def test_concurrent_claims_from_separate_clients_have_one_winner(make_store: Factory) -> None:
     async def body(_: Store) -> list[ClaimStatus]:
         stores = [make_store() for _ in range(8)]

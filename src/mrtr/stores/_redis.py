@@ -119,6 +119,29 @@ class RedisStore:
             keys=keys, args=[amount, self._ms(expires)]))
         return int(found)
 
+    async def deliver(self, key: str, message: bytes, *, expires: float) -> None:
+        async def run() -> None:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.delete(self._prefix + "m:" + key)
+                pipe.rpush(self._prefix + "m:" + key, bytes(message))
+                pipe.pexpire(self._prefix + "m:" + key, self._ms(expires))
+                await pipe.execute()
+
+        await self._call("deliver", run())
+
+    async def collect(self, key: str, *, timeout: float) -> bytes | None:
+        # BLPOP in slices shorter than the socket timeout, so a dead Redis still shows.
+        give_up = time.monotonic() + timeout
+        while True:
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return None
+            wait = max(0.01, min(left, self._timeout / 2))
+            found = await self._call("collect", self._redis.blpop(
+                [self._prefix + "m:" + key], timeout=wait))
+            if found is not None:
+                return bytes(found[1])
+
     async def aclose(self) -> None:
         await self._redis.aclose()
 

@@ -266,6 +266,30 @@ class SQLiteStore:
 
         return int(await self._call(step))
 
+    async def deliver(self, key: str, message: bytes, *, expires: float) -> None:
+        def step(db: sqlite3.Connection, now: float) -> None:
+            db.execute(_UPSERT, ("\x00m:" + key, bytes(message), 0.0, expires, None))
+
+        await self._call(step)
+
+    async def collect(self, key: str, *, timeout: float) -> bytes | None:
+        # Polled (5 ms, doubling to 50 ms): SQLite has no way to wake another process.
+        def take(db: sqlite3.Connection, now: float) -> bytes | None:
+            row = db.execute(_SELECT, ("\x00m:" + key,)).fetchone()
+            if row is None or row[0] is None or not now < row[2]:
+                return None
+            db.execute("DELETE FROM mrtr_entries WHERE key = ?", ("\x00m:" + key,))
+            return bytes(row[0])
+
+        give_up = time.monotonic() + timeout
+        delay = 0.005
+        while True:
+            found: bytes | None = await self._call(take)
+            if found is not None or time.monotonic() >= give_up:
+                return found
+            await asyncio.sleep(min(delay, max(0.0, give_up - time.monotonic())))
+            delay = min(delay * 2, 0.05)
+
     async def aclose(self) -> None:
         def close() -> None:
             for db in (self._db, self._inline):

@@ -96,6 +96,19 @@ class Store(Protocol):
         """
         ...
 
+    async def deliver(self, key: str, message: bytes, *, expires: float) -> None:
+        """Leave `message` under `key` for one `collect(key)`, in any process, until `expires`.
+
+        The answer channel: a client's answer that reached another process than the one
+        waiting for it. A second delivery under the same key replaces the first.
+        """
+        ...
+
+    async def collect(self, key: str, *, timeout: float) -> bytes | None:
+        """Take the message delivered under `key`, waiting up to `timeout` seconds for it;
+        None when none came. A message is taken once."""
+        ...
+
     async def aclose(self) -> None:
         """Release connections and threads."""
         ...
