@@ -16,6 +16,7 @@ import msgspec
 import pytest
 
 from mrtr.server import generate_key
+from tests.client.test_interop_mcp1 import mcp1_python  # noqa: F401 - a fixture
 from tests.stores.conftest import REDIS_SERVER, start_redis, stop_redis
 from tests.transports.conftest import cli_env, free_port, spawn_cli, stop
 from tests.transports.conftest import wait_ready as wait_serving
@@ -143,3 +144,32 @@ def test_13_a_legacy_answer_posted_to_another_replica_reaches_it_through_redis(
         for process in processes:
             stop(process)
         stop_redis(redis)
+
+
+@pytest.mark.slow
+def test_13_the_official_mcp1_client_pays_across_two_workers(
+    tmp_path: Path, mcp1_python: Path,  # noqa: F811 - the fixture
+) -> None:
+    # The mcp 1.x client POSTs answers on whichever pooled connection is free, so some land
+    # on the worker that does not hold the stream: each would wait out --ask-timeout without
+    # the answer channel and come back as "The client did not answer".
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        process = spawn_cli("serve", "examples.payments:app", "--port", str(port), "--workers",
+                            "2", "--ask-timeout", "5", "--log-level", "warning",
+                            stdout=subprocess.DEVNULL, stderr=log, env=cli_env())
+    try:
+        wait_serving(url, process)
+        client = Path(__file__).with_name("mcp1_pay_client.py")
+        ran = subprocess.run([str(mcp1_python), str(client), url, "8"], capture_output=True,
+                             text=True, timeout=120, check=False)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        assert ran.stdout.splitlines() == [
+            f"Paid 3 EUR for invoice M-{n}: receipt R-M-{n}-1." for n in range(8)]
+    except AssertionError:
+        print(log_path.read_text()[-3000:])
+        raise
+    finally:
+        stop(process)
