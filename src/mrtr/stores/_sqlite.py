@@ -1,16 +1,16 @@
 """SQLiteStore: one file shared by every process on one machine (`mrtr serve --workers N`)."""
 
-# Design: stdlib sqlite3 in WAL mode (synchronous=NORMAL). Calls made during one turn of the
-# event loop are group-committed: one callback runs them all in one BEGIN IMMEDIATE transaction
-# (a SAVEPOINT each, so one failing call never takes the others' writes with it) and answers
-# them only after COMMIT, so a claim is never reported before it is durable and visible to
-# other processes. That batch first runs inline on the loop with no busy wait (a WAL commit
-# without fsync is tens of µs); when another process or our own thread holds the write lock it
-# goes, whole, to a private thread (_worker.py) whose connection waits up to the timeout.
-# Slow work never runs inline: the loop's connection does not checkpoint (the thread does,
-# every _CHECKPOINT inline commits) and expired rows are swept on the thread, _SWEEP rows at
-# most every `sweep_every` seconds. asyncio.timeout bounds every call; a timeout or any sqlite
-# error is StoreUnavailable.
+# Design: stdlib sqlite3 in WAL mode (synchronous=NORMAL: a commit survives this process
+# dying, not the machine losing power). Calls made during one turn of the event loop are
+# group-committed: one callback runs them all in one BEGIN IMMEDIATE transaction and answers
+# them only after COMMIT, so a claim is never reported before other processes see it. A
+# failing statement undoes itself only (add_once's two writes share a SAVEPOINT). The batch
+# first runs inline on the loop with no busy wait (tens of µs); when another process or our
+# own thread holds the write lock it goes, whole, to a private thread (_worker.py) whose
+# connection waits for the lock, bounded by one timer per handed batch. Slow work never runs
+# inline: the loop's connection does not checkpoint (the thread does, every _CHECKPOINT inline
+# commits) and expired rows are swept on the thread, _SWEEP rows at most every `sweep_every`
+# seconds. A timeout or any sqlite error is StoreUnavailable.
 from __future__ import annotations
 
 import asyncio
@@ -321,7 +321,7 @@ def _checkpoint(db: sqlite3.Connection) -> None:
 
 
 def _locked(exc: sqlite3.OperationalError) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # extended codes: BUSY_RECOVERY, ...
     return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(exc)
 
 
