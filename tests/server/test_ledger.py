@@ -277,9 +277,10 @@ def test_13_a_round_running_longer_than_its_lease_still_runs_once() -> None:
         return InputRequiredResult(request_state="s")
 
     async def main() -> list[Any]:
-        first = asyncio.ensure_future(ledger.redeem("r1", {}, time.time() + 60, Any, work))
+        deadline = time.time() + 60  # sealed with the state: the same in every redemption
+        first = asyncio.ensure_future(ledger.redeem("r1", {}, deadline, Any, work))
         await asyncio.sleep(0.3)
-        second = await ledger.redeem("r1", {}, time.time() + 60, Any, work)
+        second = await ledger.redeem("r1", {}, deadline, Any, work)
         return [await first, second]
 
     first, second = asyncio.run(main())

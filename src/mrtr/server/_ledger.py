@@ -60,7 +60,10 @@ class Ledger:
         run: Callable[[], Awaitable[R | InputRequiredResult]],
     ) -> R | InputRequiredResult:
         """Run this round once; replays get the stored outcome. Raises InvalidRequestState."""
-        key = "round:" + round_id
+        # The flow deadline first (fixed width, so keys sort by flow start): rounds of live
+        # flows cluster at the end of an ordered index, and a SQLite commit writes a few pages,
+        # not one per round. The deadline is sealed with the state, so replays name the same key.
+        key = f"round:{int(deadline * 1000):012x}:{round_id}"
         digest = digest_arguments(msgspec.to_builtins(responses))
         claim = await self._claim(key, deadline)
         if claim.status is ClaimStatus.DONE:
