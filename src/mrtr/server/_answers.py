@@ -40,6 +40,8 @@ class AnswerChannel:
             self._log.info("ignored a response to unknown server request id %r",
                            message.get("id"))
             return
+        self._log.info("a response to unknown server request id %r goes to the store: "
+                       "another process may await it", request_id)
         try:
             await store.deliver(answer_key(session_id, request_id), encode(message),
                                 expires=time.time() + self._ttl)
