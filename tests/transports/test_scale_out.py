@@ -198,3 +198,55 @@ def test_13_workers_with_the_default_sqlite_store_and_a_worker_killed(tmp_path: 
         raise
     finally:
         stop(process)
+
+
+@pytest.mark.slow
+def test_13_a_worker_killed_inside_the_charge_never_charges_twice(tmp_path: Path) -> None:
+    # Every charge sleeps 0.2 s inside ctx.once's fn after charging, so the SIGKILL lands
+    # inside fn for the flows that worker holds. Their retries wait for the 30 s lease, run fn
+    # again (attempts 2) with the same idempotency key, and charge nothing more.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        process = spawn_cli("serve", "tests.transports.slow_payments:app", "--port", str(port),
+                            "--workers", "2", "--debug-worker-header", "--log-level", "warning",
+                            stdout=subprocess.DEVNULL, stderr=log, env=cli_env())
+    flows = 120
+
+    async def drive_slow(run: Run) -> dict[int, int]:
+        queue = list(range(flows))
+        async with httpx.AsyncClient(timeout=120) as client:
+            async def worker() -> None:
+                while queue:
+                    await run.flow(client, queue.pop())
+
+            async def killer() -> None:
+                while run.done < 30:
+                    await asyncio.sleep(0.05)
+                reply = await client.post(url, **post_args(call("charges", {"invoice": "x"})))
+                os.kill(int(reply.headers["mcp-debug-worker"]), signal.SIGKILL)
+
+            await asyncio.gather(killer(), *(worker() for _ in range(CONCURRENCY)))
+            tried: dict[int, int] = {}
+            for n in range(flows):
+                for tool, into in (("charges", run.ledger), ("attempts", tried)):
+                    reply, _ = await run.post(client, call(tool, {"invoice": f"F{n}"}, id=n))
+                    into[n] = int(msgspec.json.decode(reply)["result"]["content"][0]["text"])
+            return tried
+
+    try:
+        wait_serving(url, process)
+        run = Run(url)
+        tried = asyncio.run(asyncio.wait_for(drive_slow(run), 300))
+        rerun = sorted(n for n, count in tried.items() if count > 1)
+        print(f"{flows} flows, {len(run.cut_final)} cut final rounds, fn re-run for {rerun}")
+        assert len(run.receipts) == flows and run.mismatches == []
+        assert rerun, "no worker died inside the charge: the test proved nothing"
+        assert run.ledger == dict.fromkeys(range(flows), 1)  # 0 double charges
+        assert {text.rsplit("-", 1)[1] for text in run.receipts.values()} == {"1."}
+    except AssertionError:
+        print(log_path.read_text()[-3000:])
+        raise
+    finally:
+        stop(process)
