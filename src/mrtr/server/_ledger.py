@@ -9,7 +9,8 @@
 # claim; a running claim is renewed every lease/3 (from lease/3 on: a timer, not a task, for
 # the many rounds that finish sooner), so only a process that dies holding one
 # lets it lapse (after the lease) for a retry to run. `once` is the same
-# claim per flow and key: exactly once, except a crash inside fn (at-least-once then).
+# claim per flow and key: exactly once, except a crash inside fn, which runs fn again; an
+# effect keyed by ctx.idempotency_key (Store.add_once, a provider's key) stays exactly once.
 from __future__ import annotations
 
 import asyncio
