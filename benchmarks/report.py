@@ -35,6 +35,9 @@ MRTR = "mrtr"
 BASE = "mrtr-base"  # an older checkout served beside mrtr (`--baseline REF`)
 FLOOR = "floor-uvicorn"
 SDKS = ("sdk", "sdk-json", "sdk-manual")
+NOSTORE = "mrtr-nostore"
+STORES = (("mrtr-memory", "memory"), (MRTR, "SQLite"), ("mrtr-redis", "Redis"))  # + no store
+STORE_SHARE = 0.6  # the default SQLite store keeps this share of the storeless mrtr2 ops/s
 WORKLOADS = ("call1", "mrtr2", "mrtr3", "list")
 AT = 32  # the concurrency the targets are stated at
 FLOOR_SHARE = 0.5
@@ -122,6 +125,8 @@ def check_targets(
     checks = [_floor_share(cells, w) for w in workloads]
     checks += [_sdk_factor(cells, w) for w in workloads if w in ("mrtr2", "mrtr3")]
     checks += [_p99_factor(cells, w) for w in workloads]
+    if any(key[0] == NOSTORE for key in cells):  # only runs that measured the storeless server
+        checks.append(_store_share(cells))
     after = rss.get(MRTR)
     checks.append(_limit(f"mrtr RSS after load ≤ {RSS_LIMIT_MIB:g} MiB", after,
                          RSS_LIMIT_MIB, "MiB"))
@@ -170,6 +175,17 @@ def _p99_factor(cells: Mapping[Key, Cell], w: str) -> Check:
     ok = None if factor is None or mine.p99 is None else factor <= P99_FACTOR
     return Check(_status(ok), f"{name} — {_ms(mine.p99)} vs floor {_ms(floor.p99)} "
                               f"({_times(factor)}){_noisy(mine, floor)}")
+
+
+def _store_share(cells: Mapping[Key, Cell]) -> Check:
+    name = f"mrtr2 c={AT}: SQLite store ops/s ≥ {STORE_SHARE:.0%} of {NOSTORE}"
+    mine, bare = cells.get((MRTR, "mrtr2", AT)), cells.get((NOSTORE, "mrtr2", AT))
+    if mine is None or bare is None:
+        return Check("N/A", f"{name} — {_missing(mine, bare, NOSTORE)}")
+    share = ratio(mine.ops, bare.ops)
+    ok = None if share is None else share >= STORE_SHARE
+    return Check(_status(ok), f"{name} — {mine.ops:,.0f} vs {bare.ops:,.0f} "
+                              f"({_pct(share)}){_noisy(mine, bare)}")
 
 
 def _limit(name: str, value: float | None, limit: float, unit: str) -> Check:
@@ -280,6 +296,28 @@ def _ratios(results: Results, cells: Mapping[Key, Cell]) -> list[str]:
     return lines
 
 
+def _stores(results: Results, cells: Mapping[Key, Cell]) -> list[str]:
+    """ops/s per store side by side, each with its share of the storeless server's."""
+    ran = results.get("targets", {})
+    if NOSTORE not in ran and not any(name in ran for name, _ in STORES if name != MRTR):
+        return []
+    _, workloads, concs = _grid(results)
+    lines = ["", "## Stores (ops/s, share of no store)", "",
+             "| workload | c | no store | " + " | ".join(label for _, label in STORES) + " |",
+             "|---|---:|---:|" + "---:|" * len(STORES)]
+    for w in workloads:
+        for c in concs:
+            bare = cells.get((NOSTORE, w, c))
+            row = [w, str(c), _num(bare.ops if bare else None)]
+            for name, _ in STORES:
+                cell = cells.get((name, w, c))
+                share = ratio(cell.ops if cell else None, bare.ops if bare else None)
+                row.append(_num(cell.ops if cell else None)
+                           + ("" if share is None else f" ({_pct(share)})"))
+            lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
 def _baseline(results: Results, cells: Mapping[Key, Cell]) -> list[str]:
     if BASE not in results.get("targets", {}):
         return []
@@ -308,6 +346,7 @@ def render(results: Results, micro: Mapping[str, float] | None) -> tuple[str, li
     lines += _throughput(results, cells)
     lines += _memory(results)
     lines += _ratios(results, cells)
+    lines += _stores(results, cells)
     lines += _baseline(results, cells)
     lines += ["", "## Micro-benchmarks (µs per op)", ""]
     if micro:

@@ -23,6 +23,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,7 @@ STORES = {"mrtr-nostore": "none", "mrtr-memory": "memory:"}  # opt-in targets (-
 # Opt-in OpenTelemetry targets (docs/operations.md): the default `mrtr` has the API installed
 # and no SDK; these hide the package entirely, or configure the SDK with batch exporters.
 OTEL = ("mrtr-nootel", "mrtr-otel-sdk")
+REDIS = "mrtr-redis"  # opt-in too: the bench starts a redis-server for it (start_redis)
 WORKLOADS = ",".join(REPORTED_WORKLOADS)
 DEFAULTS = {"repeats": 3, "duration": 5.0, "warmup": 1.0, "quiet_wait": 60.0,
             "retry_disturbed": 2}
@@ -133,12 +135,14 @@ def _check(argv: list[str], what: str, timeout: float) -> None:
 
 
 def targets_spec(
-    shared_targets: dict[str, Any], mrtr: Path, base: Path | None = None
+    shared_targets: dict[str, Any], mrtr: Path, base: Path | None = None,
+    redis_url: str = "redis://127.0.0.1:6379/0",
 ) -> dict[str, Any]:
     """The targets file: the SDK and floor entries as they are, plus mrtr served by `mrtr`.
 
     With `base` (an exported older checkout), also `mrtr-base`: the same command serving that
-    checkout's code, so before and after are measured side by side in one run.
+    checkout's code, so before and after are measured side by side in one run. `mrtr-redis`
+    serves with the store at `redis_url`.
     """
     spec: dict[str, Any] = {"_doc": "written by benchmarks/run.py from the shared targets.json"}
     spec.update({name: shared_targets[name] for name in COPIED if name in shared_targets})
@@ -152,7 +156,7 @@ def targets_spec(
     }
     # The default `mrtr` records rounds in a private SQLite store (exactly-once); these opt-in
     # targets (--only) measure the same server without a store and with the in-memory one.
-    for name, store in STORES.items():
+    for name, store in {**STORES, REDIS: redis_url}.items():
         spec[name] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, --store {store}",
                       "cmd": f"{spec['mrtr']['cmd']} --store {store}"}
     spec[OTEL[0]] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, opentelemetry hidden",
@@ -252,11 +256,57 @@ def _group_alive(proc: subprocess.Popen[bytes]) -> bool:
     return True
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_redis(port: int, out: Path, core: str) -> subprocess.Popen[bytes]:
+    """A redis-server for `mrtr-redis` on 127.0.0.1:`port` (no persistence), pinned beside the
+    servers; Abort when it is not installed or does not answer PING within 10 s."""
+    server = shutil.which("redis-server") or next(
+        (p for p in ("/usr/bin/redis-server", "/usr/sbin/redis-server") if Path(p).is_file()),
+        None)
+    if server is None:
+        raise Abort(f"benchmarks: {REDIS} needs redis-server (apt-get install redis-server)")
+    argv = [server, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly",
+            "no", "--dir", str(out)]
+    if core != "none" and shutil.which("taskset"):
+        argv = ["taskset", "-c", core, *argv]
+    with (out / "redis.log").open("wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock:
+                sock.sendall(b"PING\r\n")
+                if sock.recv(16).startswith(b"+PONG"):
+                    return proc
+        except OSError:
+            time.sleep(0.05)
+    stop_redis(proc)
+    raise Abort(f"benchmarks: redis-server did not start (see {out / 'redis.log'})", status=1)
+
+
+def stop_redis(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the redis-server we started, by its PID (TERM, then KILL after 10 s)."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 class Setup(NamedTuple):
     python: Path  # the bench venv's interpreter
     shared: Path
     out: Path
     names: list[str]  # targets to run
+    redis_port: int  # where mrtr-redis finds its store (started only when it runs)
 
 
 def prepare(a: argparse.Namespace) -> Setup:
@@ -268,7 +318,9 @@ def prepare(a: argparse.Namespace) -> Setup:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = (a.out or REPO / "benchmarks" / "results" / stamp).resolve()
     base = export_baseline(a.baseline, out) if a.baseline else None
-    spec = targets_spec(json.loads((shared / "targets.json").read_text()), mrtr, base)
+    redis_port = free_port()
+    spec = targets_spec(json.loads((shared / "targets.json").read_text()), mrtr, base,
+                        redis_url=f"redis://127.0.0.1:{redis_port}/0")
     names = [n for n in a.only.split(",") if n]
     unknown = [n for n in names if n not in spec or n.startswith("_")]
     if unknown or not names:
@@ -278,7 +330,7 @@ def prepare(a: argparse.Namespace) -> Setup:
     python = ensure_venv(a.bench_venv.resolve(), shared / "requirements.txt")
     out.mkdir(parents=True, exist_ok=True)
     (out / "targets.json").write_text(json.dumps(spec, indent=1) + "\n")
-    return Setup(python, shared, out, names)
+    return Setup(python, shared, out, names, redis_port)
 
 
 def suite_argv(setup: Setup, work: Path, a: argparse.Namespace) -> list[str]:
@@ -302,9 +354,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = setup.out
     micro = run_micro(out, a.client_core)
     print(f"== suite (output in {out})", flush=True)
-    with tempfile.TemporaryDirectory(prefix="mrtr-bench-") as tmp:
-        work = make_workdir(setup.shared, Path(tmp))
-        status = run_suite(suite_argv(setup, work, a), out, suite_timeout(a, len(setup.names)))
+    try:
+        redis = start_redis(setup.redis_port, out, a.server_core) if REDIS in setup.names \
+            else None
+    except Abort as exc:
+        print(exc, file=sys.stderr)
+        return exc.status
+    try:
+        with tempfile.TemporaryDirectory(prefix="mrtr-bench-") as tmp:
+            work = make_workdir(setup.shared, Path(tmp))
+            status = run_suite(suite_argv(setup, work, a), out,
+                               suite_timeout(a, len(setup.names)))
+    finally:
+        if redis is not None:
+            stop_redis(redis)
     results_file = out / "results.json"
     if not results_file.is_file():
         print(f"benchmarks: the suite wrote no {results_file} (exit {status})", file=sys.stderr)

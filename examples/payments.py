@@ -29,7 +29,10 @@ async def pay(ctx: Context, invoice: str, amount: int) -> str:
         return f"Invoice {invoice} not paid."
 
     async def charge() -> str:  # stands in for the payment provider's API call
-        count = await till(ctx).add(f"charges:{invoice}", 1, expires=time.time() + DAY)
+        # The provider dedupes by idempotency key, atomically with the charge: if this process
+        # dies after charging, the retry after the lease passes the same key and pays nothing.
+        count = await till(ctx).add_once(f"charges:{invoice}", 1, expires=time.time() + DAY,
+                                         token=ctx.idempotency_key("charge"))
         return f"R-{invoice}-{count}"
 
     receipt = await ctx.once("charge", charge)

@@ -171,3 +171,23 @@ def test_baseline_section_compares_mrtr_with_the_older_checkout() -> None:
     assert "## Against the baseline (ops/s, same run)" in text
     assert "| call1 | 32 | 21,000 | 20,000 | +5.0% |" in text
     assert "Against the baseline" not in render(RESULTS, None)[0]
+
+
+def test_13_stores_section_shows_each_store_beside_no_store_and_checks_sqlite() -> None:
+    results = {"targets": {
+        "mrtr-nostore": {"cells": [cell("mrtr2", 32, run(4_000, 1, 2))]},
+        "mrtr": {"cells": [cell("mrtr2", 32, run(2_600, 1, 2))]},
+        "mrtr-memory": {"cells": [cell("mrtr2", 32, run(3_600, 1, 2))]},
+        "mrtr-redis": {"cells": [cell("mrtr2", 32, run(2_000, 1, 2))]},
+    }}
+    text, checks = render(results, None)
+    assert "| workload | c | no store | memory | SQLite | Redis |" in text
+    assert "| mrtr2 | 32 | 4,000 | 3,600 (90%) | 2,600 (65%) | 2,000 (50%) |" in text
+    assert "- PASS mrtr2 c=32: SQLite store ops/s ≥ 60% of mrtr-nostore — 2,600 vs 4,000 (65%)" \
+        in text
+    slow = {"targets": {**results["targets"],
+                        "mrtr": {"cells": [cell("mrtr2", 32, run(2_000, 1, 2))]}}}
+    assert "- MISS mrtr2 c=32: SQLite store" in render(slow, None)[0]
+    assert "## Stores" not in render(RESULTS, None)[0]  # no store targets ran: no section
+    assert not any("SQLite store" in c.text for c in check_targets(table(RESULTS), {}, None,
+                                                                    ["mrtr2"]))

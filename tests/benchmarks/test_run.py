@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,11 @@ from benchmarks.run import (
     find_shared,
     make_workdir,
     parse_args,
+    start_redis,
+    stop_redis,
     targets_spec,
 )
+from tests.stores.conftest import REDIS_SERVER
 
 
 def test_quick_sets_short_runs_and_explicit_options_win() -> None:
@@ -43,8 +47,9 @@ def test_targets_file_copies_sdk_and_floor_and_adds_mrtr() -> None:
     spec = targets_spec(shared, Path("/x/.venv/bin/mrtr"))
     assert [k for k in spec if not k.startswith("_")] == [
         "sdk", "sdk-json", "sdk-manual", "floor-uvicorn", "mrtr", "mrtr-nostore", "mrtr-memory",
-        "mrtr-nootel", "mrtr-otel-sdk"]
+        "mrtr-redis", "mrtr-nootel", "mrtr-otel-sdk"]
     assert spec["mrtr-nostore"]["cmd"] == spec["mrtr"]["cmd"] + " --store none"
+    assert spec["mrtr-redis"]["cmd"].endswith(" --store redis://127.0.0.1:6379/0")
     assert spec["sdk"] == {"cmd": "sdk"}
     mrtr = spec["mrtr"]
     assert mrtr["cmd"].startswith("/x/.venv/bin/mrtr serve benchmarks.server:app ")
@@ -89,3 +94,20 @@ def test_export_baseline_unpacks_the_ref_and_refuses_unknown_refs(tmp_path: Path
     with pytest.raises(Abort) as info:
         export_baseline("no-such-ref-anywhere", tmp_path / "other")
     assert info.value.status == 2 and "no-such-ref-anywhere" in str(info.value)
+
+
+@pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
+def test_13_the_redis_target_gets_a_redis_server_stopped_by_its_pid(tmp_path: Path) -> None:
+    from benchmarks.run import free_port
+
+    port = free_port()
+    proc = start_redis(port, tmp_path, "none")
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+            sock.sendall(b"PING\r\n")
+            assert sock.recv(16).startswith(b"+PONG")
+    finally:
+        stop_redis(proc)
+    assert proc.returncode is not None
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()

@@ -277,9 +277,10 @@ def test_13_a_round_running_longer_than_its_lease_still_runs_once() -> None:
         return InputRequiredResult(request_state="s")
 
     async def main() -> list[Any]:
-        first = asyncio.ensure_future(ledger.redeem("r1", {}, time.time() + 60, Any, work))
+        deadline = time.time() + 60  # sealed with the state: the same in every redemption
+        first = asyncio.ensure_future(ledger.redeem("r1", {}, deadline, Any, work))
         await asyncio.sleep(0.3)
-        second = await ledger.redeem("r1", {}, time.time() + 60, Any, work)
+        second = await ledger.redeem("r1", {}, deadline, Any, work)
         return [await first, second]
 
     first, second = asyncio.run(main())
@@ -357,3 +358,80 @@ def test_13_a_full_memory_store_fails_closed_with_a_frozen_internal_error(
     assert reply["error"] == {"code": -32603, "message": "Internal error"}
     assert till.runs == runs and till.charges == 1  # only the first flow's charge
     assert "memory store full (2 entries)" in caplog.text
+
+
+class Died(BaseException):
+    """The process serving the round died: nothing after this point runs."""
+
+
+class DyingStore(MemoryStore):
+    """A MemoryStore whose process dies right after the next charge it applies."""
+
+    dying = False
+    dead = False
+
+    def _die(self) -> None:
+        if self.dying:
+            self.dying, self.dead = False, True
+            raise Died()
+
+    async def add(self, key: str, amount: int, *, expires: float) -> int:
+        value = await super().add(key, amount, expires=expires)
+        if amount:
+            self._die()
+        return value
+
+    async def add_once(self, key: str, amount: int, *, token: str, expires: float) -> int:
+        value = await super().add_once(key, amount, token=token, expires=expires)
+        self._die()
+        return value
+
+    async def release(self, key: str) -> None:
+        if not self.dead:  # a dead process releases nothing: its claims lapse with the lease
+            await super().release(key)
+
+
+def test_13_a_crash_inside_once_after_the_charge_never_charges_twice() -> None:
+    from examples.payments import app
+
+    clock = Clock()
+    store = DyingStore(clock=clock)
+    args = {"invoice": "INV-9", "amount": 40}
+    with TestClient(app, clock=clock, store=store) as client:
+        first = client.send("tools/call", {"name": "pay", "arguments": args})
+        final = {"name": "pay", "arguments": args,
+                 "requestState": first["result"]["requestState"],
+                 "inputResponses": {"confirm": {"action": "accept",
+                                                "content": {"confirm": True}}}}
+        store.dying = True
+        with pytest.raises(Died):
+            client.send("tools/call", final)
+        store.dead = False  # another process retries the round once the claims' lease lapsed
+        clock.advance(31)
+        retried = client.send("tools/call", final)
+        again = client.send("tools/call", final)
+        charged = client.call_tool("charges", {"invoice": "INV-9"}).text
+    assert retried["result"]["content"][0]["text"] == (
+        "Paid 40 EUR for invoice INV-9: receipt R-INV-9-1.")
+    assert again["result"] == retried["result"] and charged == "1"
+
+
+def test_13_the_idempotency_key_is_stable_across_rounds_and_distinct_per_flow_and_key() -> None:
+    seen: list[tuple[int, str, str]] = []
+    app = Server("keys", version="1")
+
+    @app.tool()
+    async def keyed(ctx: Context) -> str:
+        seen.append((ctx.round, ctx.idempotency_key("a"), ctx.idempotency_key("b")))
+        await ctx.confirm("Go?", key="go")
+        return "ok"
+
+    for store in (MemoryStore(), None):
+        with TestClient(app, store=store) as client:
+            for _ in range(2):
+                client.call_tool("keyed", {}, answers={"go": True})
+    flows = [seen[i:i + 2] for i in range(0, len(seen), 2)]
+    for (r1, a1, b1), (r2, a2, b2) in flows:
+        assert (r1, r2) == (1, 2) and a1 == a2 and b1 == b2 and a1 != b1
+        assert len(a1) == 32 and int(a1, 16) >= 0
+    assert len({flow[0][1] for flow in flows}) == 4  # every flow its own key

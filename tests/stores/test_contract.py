@@ -122,6 +122,67 @@ def test_counters_add_atomically(make_store: Factory) -> None:
     assert run(make_store, body) == (list(range(1, 21)), 20)
 
 
+def test_add_once_applies_each_token_once_even_concurrently(make_store: Factory) -> None:
+    async def body(store: Store) -> tuple[list[int], int, int, int]:
+        first = await asyncio.gather(*(
+            store.add_once("pay", 1, token="idem-1", expires=later()) for _ in range(10)))
+        second = await store.add_once("pay", 1, token="idem-2", expires=later())
+        again = await store.add_once("pay", 5, token="idem-1", expires=later())
+        return sorted(first), second, again, await store.add("pay", 0, expires=later())
+
+    assert run(make_store, body) == ([1] * 10, 2, 2, 2)
+
+
+def test_add_once_across_separate_clients(make_store: Factory) -> None:
+    async def body(store: Store) -> list[int]:
+        other = make_store()
+        try:
+            return [await s.add_once("c", 1, token="t", expires=later())
+                    for s in (store, other, store, other)]
+        finally:
+            if other is not store:
+                await other.aclose()
+
+    assert run(make_store, body) == [1, 1, 1, 1]
+
+
+def test_an_applied_token_expires_with_its_deadline(make_store: Factory) -> None:
+    async def body(store: Store) -> list[int]:
+        first = await store.add_once("e", 1, token="t", expires=later(0.2))
+        await asyncio.sleep(0.3)
+        return [first, await store.add_once("e", 1, token="t", expires=later())]
+
+    assert run(make_store, body) == [1, 1]  # the counter expired too: a fresh start
+
+
+def test_a_delivered_message_is_collected_once_by_another_client(make_store: Factory) -> None:
+    async def body(store: Store) -> list[object]:
+        other = make_store()
+        try:
+            waiting = asyncio.ensure_future(store.collect("a:1", timeout=5))
+            await asyncio.sleep(0.05)
+            await other.deliver("a:1", b'{"id": 1}', expires=later())
+            early = await other.collect("a:2", timeout=0.05)  # nothing there: None in time
+            await store.deliver("a:3", b"before", expires=later())  # delivered before waiting
+            return [await waiting, early, await other.collect("a:3", timeout=1),
+                    await store.collect("a:3", timeout=0.05)]
+        finally:
+            if other is not store:
+                await other.aclose()
+
+    assert run(make_store, body) == [b'{"id": 1}', None, b"before", None]
+
+
+def test_an_undelivered_collect_gives_up_after_its_timeout(make_store: Factory) -> None:
+    async def body(store: Store) -> tuple[bytes | None, float]:
+        started = time.monotonic()
+        found = await store.collect("never", timeout=0.3)
+        return found, time.monotonic() - started
+
+    found, waited = run(make_store, body)
+    assert found is None and 0.25 < waited < 2.0
+
+
 def test_concurrent_claims_from_separate_clients_have_one_winner(make_store: Factory) -> None:
     async def body(_: Store) -> list[ClaimStatus]:
         stores = [make_store() for _ in range(8)]
@@ -249,27 +310,73 @@ def test_renew_keeps_a_running_claim_alive_and_only_a_running_one(make_store: Fa
     assert run(make_store, body) == [[True] * 4, ClaimStatus.RUNNING, False, False]
 
 
-def test_sqlite_claims_and_completes_a_round_without_an_explicit_transaction(
+def test_13_sqlite_group_commits_the_calls_of_one_loop_turn_in_one_transaction(
     tmp_path: Path,
 ) -> None:
-    # The redeem path is one statement per call (each its own transaction, atomic): no
-    # BEGIN IMMEDIATE / SELECT / COMMIT round trips for a first redemption.
+    # Two write transactions per round were the cost of exactly-once: concurrent calls now
+    # share one BEGIN IMMEDIATE ... COMMIT, run inline on the loop when the lock is free.
     store = SQLiteStore(tmp_path / "s.db", sweep_every=3600)
     statements: list[str] = []
 
-    async def body() -> tuple[Claim, Claim]:
+    async def body() -> list[Claim]:
         await store.complete("warm", b"", expires=later())  # opens it, runs the first sweep
-        assert store._db is not None
-        store._db.set_trace_callback(statements.append)
-        claim = await store.claim("round:1", lease=30, expires=later())
-        await store.complete("round:1", b"out", expires=later())
-        again = await store.claim("round:1", lease=30, expires=later())
+        await asyncio.sleep(0.1)
+        assert store._inline is not None
+        store._inline.set_trace_callback(statements.append)
+        claims = await asyncio.gather(*(store.claim(f"round:{n}", lease=30, expires=later())
+                                        for n in range(8)))
+        await asyncio.gather(*(store.complete(f"round:{n}", b"out", expires=later())
+                               for n in range(8)))
+        again = await store.claim("round:3", lease=30, expires=later())
         await store.aclose()
-        return claim, again
+        return [*claims, again]
 
-    claim, again = asyncio.run(body())
-    assert claim == Claim(ClaimStatus.NEW) and again == Claim(ClaimStatus.DONE, b"out")
-    assert len(statements) == 4 and not any("BEGIN" in s for s in statements), statements
+    claims = asyncio.run(body())
+    assert claims == [Claim(ClaimStatus.NEW)] * 8 + [Claim(ClaimStatus.DONE, b"out")]
+    assert [s for s in statements if s in ("BEGIN IMMEDIATE", "COMMIT")] == [
+        "BEGIN IMMEDIATE", "COMMIT"] * 3, statements
+
+
+def test_13_sqlite_waits_for_another_process_lock_on_its_thread_not_on_the_loop(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path, timeout=0.5)
+
+    async def body() -> tuple[Claim, float, object]:
+        await store.complete("warm", b"", expires=later())
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock for 0.2 s
+        asyncio.get_running_loop().call_later(0.2, other.execute, "COMMIT")
+        ticks = 0
+
+        async def ticker() -> None:  # the loop keeps running while the claim waits
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        task = asyncio.ensure_future(ticker())
+        claim = await store.claim("k", lease=30, expires=later())
+        task.cancel()
+        other.execute("BEGIN IMMEDIATE")  # and now past the store's timeout
+        started = time.monotonic()
+        try:
+            await store.claim("j", lease=30, expires=later())
+            failed: object = None
+        except StoreUnavailable as exc:
+            failed = exc
+        waited = time.monotonic() - started
+        other.execute("ROLLBACK")
+        await store.aclose()
+        assert ticks >= 10
+        return claim, waited, failed
+
+    claim, waited, failed = asyncio.run(body())
+    assert claim == Claim(ClaimStatus.NEW)
+    assert isinstance(failed, StoreUnavailable) and waited < 2.0
 
 
 def test_memory_store_refuses_new_entries_when_full_until_expired_ones_make_room() -> None:

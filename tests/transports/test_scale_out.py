@@ -1,8 +1,8 @@
 """Three `mrtr serve` replicas behind a real nginx round-robin, one Redis, one replica killed (#13).
 
 Every flow is `pay`: round 1 asks for a confirmation, round 2 charges inside `ctx.once` and
-returns a receipt whose number counts the charge's executions. The client re-sends cut rounds
-and then every final round once more.
+returns a receipt whose number counts the invoice's charges. The client re-sends cut rounds,
+then every final round once more, then asks the store how often each invoice was charged.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ class Run:
         self.cut_final: set[int] = set()  # flows whose final round had to be re-sent
         self.receipts: dict[int, str] = {}
         self.mismatches: list[int] = []
+        self.ledger: dict[int, int] = {}  # invoice number -> charges the store counted
 
     async def post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> tuple[bytes, bool]:
         """POST until a JSON-RPC result comes back (a cut round is re-sent as it was).
@@ -123,6 +124,13 @@ async def drive(run: Run, kill: Callable[[], None]) -> None:
 
         await asyncio.gather(killer(), *(worker() for _ in range(CONCURRENCY)))
 
+        async def count(n: int) -> None:
+            reply, _ = await run.post(client, call("charges", {"invoice": f"F{n}"}, id=n))
+            run.ledger[n] = int(msgspec.json.decode(reply)["result"]["content"][0]["text"])
+
+        for start in range(0, FLOWS, CONCURRENCY):
+            await asyncio.gather(*(count(n) for n in range(start, min(FLOWS, start + CONCURRENCY))))
+
 
 def check(run: Run, elapsed: float) -> None:
     executions = {n: int(text.rsplit("-", 1)[1].rstrip(".")) for n, text in run.receipts.items()}
@@ -131,10 +139,10 @@ def check(run: Run, elapsed: float) -> None:
           f"{len(run.cut_final)} cut final rounds, charges run twice: {doubled}")
     assert len(run.receipts) == FLOWS  # 0 flows lost
     assert run.mismatches == []  # every re-sent final round: the identical reply
-    # Exactly once, except a crash inside ctx.once's fn (documented at-least-once): only a
-    # flow whose final round the kill cut may have run its charge a second time.
-    assert set(doubled) <= run.cut_final
-    assert all(executions[n] <= 2 for n in run.cut_final)
+    # Exactly once, even for a flow the kill cut inside ctx.once's fn: the charge passes
+    # ctx.idempotency_key to the store's add_once, so a re-run after the lease charges nothing.
+    assert doubled == [] and set(executions.values()) == {1}
+    assert run.ledger == dict.fromkeys(range(FLOWS), 1)  # the provider's own count per invoice
 
 
 @pytest.mark.slow
@@ -185,6 +193,58 @@ def test_13_workers_with_the_default_sqlite_store_and_a_worker_killed(tmp_path: 
         started = time.monotonic()
         asyncio.run(asyncio.wait_for(drive(run, kill_a_worker), 420))
         check(run, time.monotonic() - started)
+    except AssertionError:
+        print(log_path.read_text()[-3000:])
+        raise
+    finally:
+        stop(process)
+
+
+@pytest.mark.slow
+def test_13_a_worker_killed_inside_the_charge_never_charges_twice(tmp_path: Path) -> None:
+    # Every charge sleeps 0.2 s inside ctx.once's fn after charging, so the SIGKILL lands
+    # inside fn for the flows that worker holds. Their retries wait for the 30 s lease, run fn
+    # again (attempts 2) with the same idempotency key, and charge nothing more.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        process = spawn_cli("serve", "tests.transports.slow_payments:app", "--port", str(port),
+                            "--workers", "2", "--debug-worker-header", "--log-level", "warning",
+                            stdout=subprocess.DEVNULL, stderr=log, env=cli_env())
+    flows = 120
+
+    async def drive_slow(run: Run) -> dict[int, int]:
+        queue = list(range(flows))
+        async with httpx.AsyncClient(timeout=120) as client:
+            async def worker() -> None:
+                while queue:
+                    await run.flow(client, queue.pop())
+
+            async def killer() -> None:
+                while run.done < 30:
+                    await asyncio.sleep(0.05)
+                reply = await client.post(url, **post_args(call("charges", {"invoice": "x"})))
+                os.kill(int(reply.headers["mcp-debug-worker"]), signal.SIGKILL)
+
+            await asyncio.gather(killer(), *(worker() for _ in range(CONCURRENCY)))
+            tried: dict[int, int] = {}
+            for n in range(flows):
+                for tool, into in (("charges", run.ledger), ("attempts", tried)):
+                    reply, _ = await run.post(client, call(tool, {"invoice": f"F{n}"}, id=n))
+                    into[n] = int(msgspec.json.decode(reply)["result"]["content"][0]["text"])
+            return tried
+
+    try:
+        wait_serving(url, process)
+        run = Run(url)
+        tried = asyncio.run(asyncio.wait_for(drive_slow(run), 300))
+        rerun = sorted(n for n, count in tried.items() if count > 1)
+        print(f"{flows} flows, {len(run.cut_final)} cut final rounds, fn re-run for {rerun}")
+        assert len(run.receipts) == flows and run.mismatches == []
+        assert rerun, "no worker died inside the charge: the test proved nothing"
+        assert run.ledger == dict.fromkeys(range(flows), 1)  # 0 double charges
+        assert {text.rsplit("-", 1)[1] for text in run.receipts.values()} == {"1."}
     except AssertionError:
         print(log_path.read_text()[-3000:])
         raise

@@ -5,7 +5,9 @@
 # or this round's inputResponses, or suspends the handler. Nothing here touches I/O or the clock.
 from __future__ import annotations
 
+import hashlib
 import inspect
+import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
@@ -306,6 +308,21 @@ class Context:
         """Await several asks at once: all unanswered ones travel in the same round."""
         return self._settler.settle(asks)
 
+    def idempotency_key(self, key: str) -> str:
+        """The idempotency key of `ctx.once(key, ...)` in this flow: 32 hex characters.
+
+        The same in every round, replay and process of the flow, and different for every flow
+        and `key`: the hex SHA-256 of "mrtr-once", the flow id and `key` (NUL-separated),
+        cut to 128 bits. Pass it to the payment API (or any side effect that dedupes by key) so
+        that `fn` running again after a crash inside it cannot repeat the effect.
+        """
+        if self._flow_deadline is not None:
+            self._flow_deadline()  # round 1 fixes the flow id here
+        if not self._flow.flow_id:  # round 1 without a store: the id the next round carries
+            self._flow.flow_id = os.urandom(12).hex()
+        material = f"mrtr-once\x00{self._flow.flow_id}\x00{key}".encode()
+        return hashlib.sha256(material).hexdigest()[:32]
+
     async def once(
         self, key: str, fn: Callable[[], T | Awaitable[T]], *, returns: Any = None
     ) -> T:
@@ -314,7 +331,8 @@ class Context:
         Later rounds get the journaled JSON value, converted back to the type `returns` when
         given (e.g. `returns=Booking` for a Struct or dataclass). With a store (Dispatcher
         `store=`), `fn` runs once per flow across processes and replays; a process dying inside
-        `fn` lets it run again after the lease (at-least-once for that crash only).
+        `fn` lets it run again after the lease: make its effect idempotent with
+        `ctx.idempotency_key(key)` to keep that case exactly-once too (docs/deploy.md).
         """
         onces = self._flow.onces
         if key in onces:

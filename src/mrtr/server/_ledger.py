@@ -9,7 +9,8 @@
 # claim; a running claim is renewed every lease/3 (from lease/3 on: a timer, not a task, for
 # the many rounds that finish sooner), so only a process that dies holding one
 # lets it lapse (after the lease) for a retry to run. `once` is the same
-# claim per flow and key: exactly once, except a crash inside fn (at-least-once then).
+# claim per flow and key: exactly once, except a crash inside fn, which runs fn again; an
+# effect keyed by ctx.idempotency_key (Store.add_once, a provider's key) stays exactly once.
 from __future__ import annotations
 
 import asyncio
@@ -61,7 +62,10 @@ class Ledger:
         run: Callable[[], Awaitable[R | InputRequiredResult]],
     ) -> R | InputRequiredResult:
         """Run this round once; replays get the stored outcome. Raises InvalidRequestState."""
-        key = "round:" + round_id
+        # The flow deadline first (fixed width, so keys sort by flow start): rounds of live
+        # flows cluster at the end of an ordered index, and a SQLite commit writes a few pages,
+        # not one per round. The deadline is sealed with the state, so replays name the same key.
+        key = f"round:{int(deadline * 1000):012x}:{round_id}"
         digest = digest_arguments(msgspec.to_builtins(responses))
         claim = await self._claim(key, deadline)
         if claim.status is ClaimStatus.DONE:

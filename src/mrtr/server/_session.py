@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import secrets
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -32,7 +33,8 @@ from mrtr.protocol import (
 from mrtr.server._sealing import Binding, Sealer, digest_arguments
 
 __all__ = [
-    "Outbound", "Session", "SessionInfo", "Sessions", "UnknownSession", "session_capabilities",
+    "Elsewhere", "Outbound", "Session", "SessionInfo", "Sessions", "UnknownSession",
+    "session_capabilities",
 ]
 
 _BINDING_TARGET = "mcp-session"
@@ -43,6 +45,21 @@ class Outbound(Protocol):
     """Writes one JSON-RPC message to the client (the POST's SSE stream, or stdout)."""
 
     async def __call__(self, message: bytes, /) -> None: ...
+
+
+class Elsewhere(Protocol):
+    """Waits up to `timeout` seconds for the response to `request_id` that reached another
+    process; None when none came."""
+
+    async def __call__(self, request_id: RequestId, timeout: float, /) -> JSONObject | None: ...
+
+
+def _forward(done: asyncio.Future[JSONObject | None], future: asyncio.Future[JSONObject]) -> None:
+    if done.cancelled() or done.exception() is not None:
+        return  # the local answer may still come; the timeout bounds the wait
+    found = done.result()
+    if found is not None and not future.done():
+        future.set_result(found)
 
 
 class UnknownSession(Exception):  # noqa: N818 - reads as the condition (HTTP 404)
@@ -88,7 +105,9 @@ class Session:
         self.inflight: dict[RequestId, asyncio.Task[Any]] = {}
         self.closed = asyncio.Event()  # set when the session ends (DELETE): GET streams close
         self._pending: dict[RequestId, asyncio.Future[JSONObject]] = {}
-        self._ids = itertools.count(1)
+        # Server request ids start at a random point: each worker or replica serving this
+        # session counts on its own, and an answer may reach another one (the answer channel).
+        self._ids = itertools.count(secrets.randbits(40) + 1)
         self._meta = self._build_meta()
 
     @property
@@ -117,21 +136,35 @@ class Session:
         return meta
 
     async def request(
-        self, method: str, params: JSONObject, outbound: Outbound, timeout: float
+        self,
+        method: str,
+        params: JSONObject,
+        outbound: Outbound,
+        timeout: float,
+        *,
+        elsewhere: Elsewhere | None = None,
     ) -> JSONObject:
         """Send a server→client request on `outbound` and return the client's response message.
 
-        Raises TimeoutError after `timeout` seconds; the pending entry is dropped either way.
+        `elsewhere(request_id, timeout)` also waits for the response, when it reaches another
+        process. Raises TimeoutError after `timeout` seconds; the pending entry is dropped
+        either way.
         """
         request_id = next(self._ids)
         future: asyncio.Future[JSONObject] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
+        waiter: asyncio.Future[JSONObject | None] | None = None
         try:
             await outbound(encode(JSONRPCRequest(id=request_id, method=method, params=params)))
             async with asyncio.timeout(timeout):
+                if elsewhere is not None:
+                    waiter = asyncio.ensure_future(elsewhere(request_id, timeout))
+                    waiter.add_done_callback(lambda done: _forward(done, future))
                 return await future
         finally:
             self._pending.pop(request_id, None)
+            if waiter is not None:
+                waiter.cancel()
 
     def resolve(self, message: JSONObject) -> bool:
         """Deliver a client response; False when its id matches no request we are waiting on."""

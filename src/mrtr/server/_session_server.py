@@ -50,6 +50,7 @@ from mrtr.protocol import (
     encode_message,
     negotiate_version,
 )
+from mrtr.server._answers import AnswerChannel
 from mrtr.server._dispatch import Dispatcher, Reply
 from mrtr.server._peer import Peer
 from mrtr.server._results import tool_error
@@ -99,6 +100,7 @@ class SessionServer:
         name = dispatcher.server.name
         sealer = dispatcher.sealer.for_audience(f"{name} mcp-session", ttl=session_ttl)
         self.sessions = Sessions(sealer, logger=self.log)
+        self.answers = AnswerChannel(dispatcher.store, ttl=ask_timeout, logger=self.log)
         self._local: dict[str, Callable[[Session, JSONObject], JSONObject]] = {
             "ping": _ping,
             "logging/setLevel": _set_level,
@@ -156,8 +158,7 @@ class SessionServer:
         method = message.get("method")
         if not isinstance(method, str):
             if not session.resolve(message):
-                self.log.info("ignored a response to unknown server request id %r",
-                              message.get("id"))
+                await self.answers.pass_on(session.id, message)
             return None
         if "id" not in message:
             self._notification(session, method, message.get("params"))
@@ -280,8 +281,10 @@ class SessionServer:
                 urls.append(params["elicitationId"])
             elif session.version != "2025-11-25":
                 params.pop("mode", None)  # form is the only mode before 2025-11-25
+        elsewhere = self.answers.elsewhere(session.id)
         try:
-            response = await session.request(method, params, outbound, self.ask_timeout)
+            response = await session.request(method, params, outbound, self.ask_timeout,
+                                             elsewhere=elsewhere)
         except TimeoutError:
             raise _AskFailed(
                 f"The client did not answer the {method} request within "

@@ -58,5 +58,16 @@ class TimedStore:
     async def add(self, key: str, amount: int, *, expires: float) -> int:
         return await self._timed("add", lambda: self.store.add(key, amount, expires=expires))
 
+    async def add_once(self, key: str, amount: int, *, token: str, expires: float) -> int:
+        return await self._timed("add_once", lambda: self.store.add_once(
+            key, amount, token=token, expires=expires))
+
+    async def deliver(self, key: str, message: bytes, *, expires: float) -> None:
+        await self._timed("deliver", lambda: self.store.deliver(key, message, expires=expires))
+
+    async def collect(self, key: str, *, timeout: float) -> bytes | None:
+        # Not timed: most of it is waiting for a client's answer, not the store's latency.
+        return await self.store.collect(key, timeout=timeout)
+
     async def aclose(self) -> None:
         await self.store.aclose()

@@ -7,6 +7,7 @@
 # fails closed (the frozen -32603, reason logged) rather than grow or forget a redeemed round.
 from __future__ import annotations
 
+import asyncio
 import heapq
 import time
 from collections.abc import Callable
@@ -44,6 +45,7 @@ class MemoryStore:
         self.max_entries = max_entries
         self._entries: dict[str, _Entry] = {}
         self._heap: list[tuple[float, str]] = []
+        self._waiting: dict[str, asyncio.Future[bytes]] = {}  # collect() calls, by key
 
     def _live(self, key: str, now: float) -> _Entry | None:
         entry = self._entries.get(key)
@@ -110,6 +112,44 @@ class MemoryStore:
             self._put(key, entry, now)
         entry.count += amount
         return entry.count
+
+    async def add_once(self, key: str, amount: int, *, token: str, expires: float) -> int:
+        now = self._clock()
+        counter = self._live(key, now)
+        if counter is None:  # first, so that a full store refuses before anything applies
+            counter = _Entry(expires)
+            self._put(key, counter, now)
+        mark = f"{key}\x00{token}"
+        if self._live(mark, now) is None:
+            applied = _Entry(expires)
+            applied.outcome = b""
+            self._put(mark, applied, now)
+            counter.count += amount
+        return counter.count
+
+    async def deliver(self, key: str, message: bytes, *, expires: float) -> None:
+        waiter = self._waiting.pop(key, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(bytes(message))
+            return
+        await self.complete("\x00m:" + key, message, expires=expires)
+
+    async def collect(self, key: str, *, timeout: float) -> bytes | None:
+        box = "\x00m:" + key
+        entry = self._live(box, self._clock())
+        if entry is not None and entry.outcome is not None:
+            del self._entries[box]
+            return entry.outcome
+        waiter: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._waiting[key] = waiter
+        try:
+            async with asyncio.timeout(timeout):
+                return await waiter
+        except TimeoutError:
+            return None
+        finally:
+            if self._waiting.get(key) is waiter:
+                del self._waiting[key]
 
     async def aclose(self) -> None:
         self._entries.clear()

@@ -31,6 +31,16 @@ _RELEASE = """
 if redis.call('GET', KEYS[1]) == 'r' then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+# A token applied once per counter: SET NX is the idempotency record, in the same script as the
+# INCRBY, so a crash can never split them.
+_ADD_ONCE = """
+if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then
+  local v = redis.call('INCRBY', KEYS[1], ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return v
+end
+return tonumber(redis.call('GET', KEYS[1]) or '0')
+"""
 
 
 class RedisStore:
@@ -54,6 +64,7 @@ class RedisStore:
         self._claim = self._redis.register_script(_CLAIM)
         self._release = self._redis.register_script(_RELEASE)
         self._renew = self._redis.register_script(_RENEW)
+        self._add_once = self._redis.register_script(_ADD_ONCE)
         self._prefix = prefix
         self._timeout = timeout
         self._clock = clock
@@ -101,6 +112,35 @@ class RedisStore:
             return int(value)
 
         return await self._call("add", run())
+
+    async def add_once(self, key: str, amount: int, *, token: str, expires: float) -> int:
+        keys = [self._prefix + "n:" + key, self._prefix + "t:" + key + "\x00" + token]
+        found = await self._call("add_once", self._add_once(
+            keys=keys, args=[amount, self._ms(expires)]))
+        return int(found)
+
+    async def deliver(self, key: str, message: bytes, *, expires: float) -> None:
+        async def run() -> None:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.delete(self._prefix + "m:" + key)
+                pipe.rpush(self._prefix + "m:" + key, bytes(message))
+                pipe.pexpire(self._prefix + "m:" + key, self._ms(expires))
+                await pipe.execute()
+
+        await self._call("deliver", run())
+
+    async def collect(self, key: str, *, timeout: float) -> bytes | None:
+        # BLPOP in slices shorter than the socket timeout, so a dead Redis still shows.
+        give_up = time.monotonic() + timeout
+        while True:
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return None
+            wait = max(0.01, min(left, self._timeout / 2))
+            found = await self._call("collect", self._redis.blpop(
+                [self._prefix + "m:" + key], timeout=wait))
+            if found is not None:
+                return bytes(found[1])
 
     async def aclose(self) -> None:
         await self._redis.aclose()

@@ -1,12 +1,16 @@
 """SQLiteStore: one file shared by every process on one machine (`mrtr serve --workers N`)."""
 
-# Design: stdlib sqlite3 in WAL mode, run on one private thread per store (sqlite3 blocks; the
-# event loop must not), fed by a queue that answers waiting calls in batches (_worker.py). A
-# claim is one upsert statement (its own transaction, which takes the database's write lock), so
-# claims are atomic across processes; `add` is one BEGIN IMMEDIATE transaction. busy_timeout and
-# asyncio.timeout bound every call; on timeout or any sqlite error the caller gets
-# StoreUnavailable. Expired rows go in bounded batches (_SWEEP rows, at most once per
-# `sweep_every` seconds), on the write path.
+# Design: stdlib sqlite3 in WAL mode (synchronous=NORMAL: a commit survives this process
+# dying, not the machine losing power). Calls made during one turn of the event loop are
+# group-committed: one callback runs them all in one BEGIN IMMEDIATE transaction and answers
+# them only after COMMIT, so a claim is never reported before other processes see it. A
+# failing statement undoes itself only (add_once's two writes share a SAVEPOINT). The batch
+# first runs inline on the loop with no busy wait (tens of µs); when another process or our
+# own thread holds the write lock it goes, whole, to a private thread (_worker.py) whose
+# connection waits for the lock, bounded by one timer per handed batch. Slow work never runs
+# inline: the loop's connection does not checkpoint (the thread does, every _CHECKPOINT inline
+# commits) and expired rows are swept on the thread, _SWEEP rows at most every `sweep_every`
+# seconds. A timeout or any sqlite error is StoreUnavailable.
 from __future__ import annotations
 
 import asyncio
@@ -14,7 +18,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus, StoreUnavailable
 from mrtr.stores._worker import Worker
@@ -22,23 +26,41 @@ from mrtr.stores._worker import Worker
 __all__ = ["SQLiteStore"]
 
 T = TypeVar("T")
+_Step = Callable[[sqlite3.Connection, float], Any]  # one call's statements, at time `now`
+_Job = tuple[_Step, "asyncio.Future[Any]"]
+_Outcome = tuple[Any, BaseException | None]
 _SWEEP = 500
+_CHECKPOINT = 256  # inline commits between two checkpoints on the thread
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS mrtr_entries (key TEXT PRIMARY KEY, outcome BLOB,"
     " lease_until REAL NOT NULL, expires REAL NOT NULL, count INTEGER) WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS mrtr_entries_expires ON mrtr_entries (expires)",
 )
 _SELECT = "SELECT outcome, lease_until, expires, count FROM mrtr_entries WHERE key = ?"
-# Claim in one statement (autocommit: atomic across processes): insert, or take over an entry
-# that is absent in the Store's sense (expired, a counter, a lapsed claim). No row changed: the
-# entry is live, and only then is it read (a replay or a duplicate, not the common path).
+# Claim in one statement: insert, or take over an entry that is absent in the Store's sense
+# (expired, a counter, a lapsed claim). No row changed: the entry is live, and only then is it
+# read (a replay or a duplicate, not the common path).
 _CLAIM = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
           " VALUES (:key, NULL, :lease, :expires, NULL) ON CONFLICT (key) DO UPDATE SET"
           " outcome = NULL, lease_until = :lease, expires = :expires, count = NULL"
           " WHERE NOT (expires > :now AND count IS NULL"
           " AND (outcome IS NOT NULL OR lease_until > :now))")
+# An applied token: a DONE-like row (empty outcome); an expired one is taken over.
+_MARK = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
+         " VALUES (:key, X'', :lease, :expires, NULL) ON CONFLICT (key) DO UPDATE SET"
+         " outcome = X'', lease_until = :lease, expires = :expires, count = NULL"
+         " WHERE NOT expires > :now")
 _UPSERT = ("INSERT OR REPLACE INTO mrtr_entries (key, outcome, lease_until, expires, count)"
            " VALUES (?, ?, ?, ?, ?)")
+_RENEW = ("UPDATE mrtr_entries SET lease_until = ? WHERE key = ? AND outcome IS NULL"
+          " AND count IS NULL AND lease_until > ? AND expires > ?")
+_RELEASE = "DELETE FROM mrtr_entries WHERE key = ? AND outcome IS NULL AND count IS NULL"
+_DELETE_EXPIRED = ("DELETE FROM mrtr_entries WHERE key IN (SELECT key FROM mrtr_entries"
+                   " WHERE expires <= ? LIMIT ?)")
+
+
+class _Busy(Exception):
+    """The inline batch met a held write lock: the thread runs it instead."""
 
 
 class SQLiteStore:
@@ -57,29 +79,118 @@ class SQLiteStore:
         self._sweep_every = sweep_every
         self._clock = clock
         self._next_sweep = 0.0
-        self._db: sqlite3.Connection | None = None
+        self._db: sqlite3.Connection | None = None  # the thread's (waits for locks)
+        self._inline: sqlite3.Connection | None = None  # the loop's (never waits)
+        self._pending: list[_Job] = []
+        self._handed = 0  # batches on the thread: later ones queue behind them, in order
+        self._commits = 0
         self._thread = Worker("mrtr-sqlite")
 
-    # -- running on the store's thread ---------------------------------------------------------
-    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    # -- group commit --------------------------------------------------------------------------
+    async def _call(self, step: _Step) -> Any:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._pending.append((step, future))
+        if len(self._pending) == 1:
+            loop.call_soon(self._flush)
         try:
-            async with asyncio.timeout(self._timeout):  # cheaper than wait_for: no extra task
-                return await self._thread.submit(lambda: self._run(fn))
-        except TimeoutError as exc:
-            raise StoreUnavailable(f"sqlite {self.path}: no answer in {self._timeout}s") from exc
+            return await future  # settled by the next loop turn, or bounded by _expire
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable(f"sqlite {self.path}: {exc}") from exc
 
-    def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _flush(self) -> None:
+        jobs, self._pending = self._pending, []
+        if self._inline is not None and not self._handed:
+            try:
+                outcomes = self._batch(self._inline, jobs, inline=True)
+            except _Busy:
+                pass  # to the thread, which waits for the lock
+            except Exception as exc:  # the commit failed: no job's write stands
+                _settle(jobs, [(None, exc)] * len(jobs))
+                return
+            else:
+                _settle(jobs, outcomes)
+                self._after_commit()
+                return
+        self._handed += 1
+        done = self._thread.submit(lambda: self._batch(self._connect(), jobs, inline=False))
+        done.add_done_callback(lambda outcome: self._settle_handed(jobs, outcome))
+        # One timer per batch the thread runs (inline batches answer within the loop turn).
+        asyncio.get_running_loop().call_later(self._timeout, self._expire, jobs)
+
+    def _expire(self, jobs: list[_Job]) -> None:
+        late = StoreUnavailable(f"sqlite {self.path}: no answer in {self._timeout}s")
+        _settle(jobs, [(None, late)] * len(jobs))
+
+    def _after_commit(self) -> None:
+        self._commits += 1
+        if self._commits % _CHECKPOINT == 0:
+            self._background(_checkpoint)
+        if not self._clock() < self._next_sweep:
+            self._next_sweep = self._clock() + self._sweep_every
+            self._background(self._sweep)
+
+    def _settle_handed(self, jobs: list[_Job], done: asyncio.Future[list[_Outcome]]) -> None:
+        self._handed -= 1
+        error = None if done.cancelled() else done.exception()
+        if error is not None or done.cancelled():
+            failure = error or sqlite3.OperationalError("cancelled")
+            _settle(jobs, [(None, failure)] * len(jobs))
+        else:
+            _settle(jobs, done.result())
+
+    def _batch(self, db: sqlite3.Connection, jobs: list[_Job], *, inline: bool) -> list[_Outcome]:
+        """Run every job in one transaction; each job's outcome, valid once COMMIT succeeded."""
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if inline and _locked(exc):
+                raise _Busy() from exc
+            raise
+        outcomes: list[_Outcome] = []
+        try:
+            now = self._clock()
+            for step, _ in jobs:
+                try:  # one statement's failure undoes that statement only (add_once: SAVEPOINT)
+                    outcomes.append((step(db, now), None))
+                except Exception as exc:  # delivered to its caller; the batch goes on
+                    outcomes.append((None, exc))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return outcomes
+
+    def _background(self, work: Callable[[sqlite3.Connection], None]) -> None:
+        """Run `work` on the thread; its failure is the next call's problem, not this one's."""
+        done = self._thread.submit(lambda: work(self._connect()))
+        done.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    def _sweep(self, db: sqlite3.Connection) -> None:
+        db.execute(_DELETE_EXPIRED, (self._clock(), _SWEEP))
+
+    # -- connections (opened on the thread) -----------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
         if self._db is None:
-            db = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
-                                 check_same_thread=False)
-            self._wal(db)
-            db.execute("PRAGMA synchronous=NORMAL")
+            db = self._open(self._timeout)
             for statement in _SCHEMA:
                 db.execute(statement)
-            self._db = db
-        return fn(self._db)
+            inline = self._open(0.0)
+            inline.execute("PRAGMA wal_autocheckpoint=0")  # the thread checkpoints
+            self._db, self._inline = db, inline
+        return self._db
+
+    def _open(self, busy: float) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=busy, isolation_level=None,
+                             check_same_thread=False)
+        try:
+            self._wal(db)
+            db.execute("PRAGMA synchronous=NORMAL")
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def _wal(self, db: sqlite3.Connection) -> None:
         """Switch to WAL; processes opening a new file together may meet its lock, which
@@ -91,33 +202,12 @@ class SQLiteStore:
                 return
             except sqlite3.OperationalError:
                 if time.monotonic() > give_up:
-                    db.close()
                     raise
                 time.sleep(0.005)
 
-    def _write(self, db: sqlite3.Connection, step: Callable[[sqlite3.Connection, float], T]) -> T:
-        now = self._clock()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            value = step(db, now)
-            self._sweep(db, now)
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
-        return value
-
-    def _sweep(self, db: sqlite3.Connection, now: float) -> None:
-        if not now < self._next_sweep:
-            self._next_sweep = now + self._sweep_every
-            db.execute("DELETE FROM mrtr_entries WHERE key IN (SELECT key FROM mrtr_entries"
-                       " WHERE expires <= ? LIMIT ?)", (now, _SWEEP))
-
     # -- the Store protocol --------------------------------------------------------------------
     async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
-        def run(db: sqlite3.Connection) -> Claim:
-            now = self._clock()
-            self._sweep(db, now)
+        def step(db: sqlite3.Connection, now: float) -> Claim:
             values = {"key": key, "lease": now + lease, "expires": expires, "now": now}
             if db.execute(_CLAIM, values).rowcount > 0:
                 return NEW
@@ -125,56 +215,118 @@ class SQLiteStore:
             # the caller claims again rather than run unclaimed.
             return _live(db.execute(_SELECT, (key,)).fetchone(), now) or RUNNING
 
-        return await self._call(run)
+        claim: Claim = await self._call(step)
+        return claim
 
     async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
-        def run(db: sqlite3.Connection) -> None:  # one statement: atomic without BEGIN
+        def step(db: sqlite3.Connection, now: float) -> None:
             db.execute(_UPSERT, (key, bytes(outcome), 0.0, expires, None))
-            self._sweep(db, self._clock())
 
-        await self._call(run)
+        await self._call(step)
 
     async def renew(self, key: str, *, lease: float) -> bool:
-        def run(db: sqlite3.Connection) -> bool:
-            now = self._clock()
-            found = db.execute(
-                "UPDATE mrtr_entries SET lease_until = ? WHERE key = ? AND outcome IS NULL"
-                " AND count IS NULL AND lease_until > ? AND expires > ?",
-                (now + lease, key, now, now))
-            return found.rowcount > 0
+        def step(db: sqlite3.Connection, now: float) -> bool:
+            return db.execute(_RENEW, (now + lease, key, now, now)).rowcount > 0
 
-        return await self._call(run)
+        return bool(await self._call(step))
 
     async def release(self, key: str) -> None:
-        def run(db: sqlite3.Connection) -> None:
-            db.execute("DELETE FROM mrtr_entries WHERE key = ? AND outcome IS NULL"
-                       " AND count IS NULL", (key,))
-
-        await self._call(run)
+        await self._call(lambda db, now: db.execute(_RELEASE, (key,)))
 
     async def get(self, key: str) -> Claim | None:
-        def run(db: sqlite3.Connection) -> Claim | None:
-            return _live(db.execute(_SELECT, (key,)).fetchone(), self._clock())
+        def step(db: sqlite3.Connection, now: float) -> Claim | None:
+            return _live(db.execute(_SELECT, (key,)).fetchone(), now)
 
-        return await self._call(run)
+        found: Claim | None = await self._call(step)
+        return found
 
     async def add(self, key: str, amount: int, *, expires: float) -> int:
         def step(db: sqlite3.Connection, now: float) -> int:
-            row = db.execute(_SELECT, (key,)).fetchone()
-            count = row[3] if row is not None and row[3] is not None and now < row[2] else 0
-            db.execute(_UPSERT, (key, None, 0.0, expires, count + amount))
-            return int(count + amount)
+            count = _count(db.execute(_SELECT, (key,)).fetchone(), now) + amount
+            db.execute(_UPSERT, (key, None, 0.0, expires, count))
+            return count
 
-        return await self._call(lambda db: self._write(db, step))
+        return int(await self._call(step))
+
+    async def add_once(self, key: str, amount: int, *, token: str, expires: float) -> int:
+        def step(db: sqlite3.Connection, now: float) -> int:
+            count = _count(db.execute(_SELECT, (key,)).fetchone(), now)
+            mark = {"key": f"{key}\x00{token}", "lease": 0.0, "expires": expires, "now": now}
+            db.execute("SAVEPOINT add_once")  # two writes: they stand or fall together
+            try:
+                if db.execute(_MARK, mark).rowcount > 0:  # the token's first use: apply it
+                    count += amount
+                    db.execute(_UPSERT, (key, None, 0.0, expires, count))
+            except BaseException:
+                db.execute("ROLLBACK TO add_once")
+                raise
+            finally:
+                db.execute("RELEASE add_once")
+            return count
+
+        return int(await self._call(step))
+
+    async def deliver(self, key: str, message: bytes, *, expires: float) -> None:
+        def step(db: sqlite3.Connection, now: float) -> None:
+            db.execute(_UPSERT, ("\x00m:" + key, bytes(message), 0.0, expires, None))
+
+        await self._call(step)
+
+    async def collect(self, key: str, *, timeout: float) -> bytes | None:
+        # Polled (5 ms, doubling to 50 ms): SQLite has no way to wake another process.
+        def take(db: sqlite3.Connection, now: float) -> bytes | None:
+            row = db.execute(_SELECT, ("\x00m:" + key,)).fetchone()
+            if row is None or row[0] is None or not now < row[2]:
+                return None
+            db.execute("DELETE FROM mrtr_entries WHERE key = ?", ("\x00m:" + key,))
+            return bytes(row[0])
+
+        give_up = time.monotonic() + timeout
+        delay = 0.005
+        while True:
+            found: bytes | None = await self._call(take)
+            if found is not None or time.monotonic() >= give_up:
+                return found
+            await asyncio.sleep(min(delay, max(0.0, give_up - time.monotonic())))
+            delay = min(delay * 2, 0.05)
 
     async def aclose(self) -> None:
-        def run(db: sqlite3.Connection) -> None:
-            db.close()
-            self._db = None
+        def close() -> None:
+            for db in (self._db, self._inline):
+                if db is not None:
+                    db.close()
+            self._db = self._inline = None
 
-        if self._db is not None:
-            await self._call(run)
-        self._thread.stop()
+        try:
+            if self._db is not None:
+                await asyncio.wait_for(self._thread.submit(close), self._timeout)
+        except TimeoutError as exc:
+            raise StoreUnavailable(f"sqlite {self.path}: no answer in {self._timeout}s") from exc
+        finally:
+            self._thread.stop()
+
+
+def _settle(jobs: list[_Job], outcomes: list[_Outcome]) -> None:
+    for (_, future), (value, error) in zip(jobs, outcomes, strict=True):
+        if future.done():  # the caller timed out
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+
+def _checkpoint(db: sqlite3.Connection) -> None:
+    db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # extended codes: BUSY_RECOVERY, ...
+    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(exc)
+
+
+def _count(row: tuple[bytes | None, float, float, int | None] | None, now: float) -> int:
+    return row[3] if row is not None and row[3] is not None and now < row[2] else 0
 
 
 def _live(row: tuple[bytes | None, float, float, int | None] | None, now: float) -> Claim | None:

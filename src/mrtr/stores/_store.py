@@ -88,6 +88,27 @@ class Store(Protocol):
         """Atomically add `amount` to the counter `key` (absent: 0); returns the new value."""
         ...
 
+    async def add_once(self, key: str, amount: int, *, token: str, expires: float) -> int:
+        """Add `amount` to the counter `key` unless `token` was already applied to it.
+
+        One atomic step, like a payment API's idempotency key: the first call with a `token`
+        adds, later ones (any process, until `expires`) only return the counter's value.
+        """
+        ...
+
+    async def deliver(self, key: str, message: bytes, *, expires: float) -> None:
+        """Leave `message` under `key` for one `collect(key)`, in any process, until `expires`.
+
+        The answer channel: a client's answer that reached another process than the one
+        waiting for it. A second delivery under the same key replaces the first.
+        """
+        ...
+
+    async def collect(self, key: str, *, timeout: float) -> bytes | None:
+        """Take the message delivered under `key`, waiting up to `timeout` seconds for it;
+        None when none came. A message is taken once."""
+        ...
+
     async def aclose(self) -> None:
         """Release connections and threads."""
         ...
