@@ -2,6 +2,7 @@
 
 from mrtr.errors import (
     HeaderMismatch,
+    InsufficientScope,
     InternalError,
     InvalidParams,
     InvalidRequest,
@@ -42,6 +43,7 @@ __all__ = [
     "Header",
     "HeaderMismatch",
     "InputRequired",
+    "InsufficientScope",
     "InternalError",
     "InvalidParams",
     "InvalidRequest",

@@ -9,7 +9,7 @@ import asyncio
 import functools
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
@@ -60,6 +60,7 @@ class ToolEntry:
     header_map: dict[str, str]
     wants_ctx: bool
     check_output: Callable[[object], str | None] | None = None  # None: no outputSchema
+    scopes: frozenset[str] = frozenset()  # OAuth scopes a caller needs (mrtr.auth)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +128,7 @@ class Server:
         description: str | None = None,
         annotations: ToolAnnotations | None = None,
         input_schema: dict[str, object] | None = None,
+        scopes: Sequence[str] = (),
     ) -> Callable[[Fn], Fn]: ...
     def tool(
         self,
@@ -136,10 +138,12 @@ class Server:
         description: str | None = None,
         annotations: ToolAnnotations | None = None,
         input_schema: dict[str, object] | None = None,
+        scopes: Sequence[str] = (),
     ) -> Fn | Callable[[Fn], Fn]:
         """Register a tool (`@app.tool` or `@app.tool(...)`).
 
-        The input schema comes from the type hints unless given verbatim.
+        The input schema comes from the type hints unless given verbatim. `scopes` are the
+        OAuth scopes a caller's token must hold when the transport authorizes (docs/auth.md).
         """
         if callable(name):  # bare `@app.tool`
             return self.tool()(name)
@@ -168,7 +172,8 @@ class Server:
             header_map = tool_header_map(schema)
             check = output_checker(out) if out is not None else None
             self.tables.tools[tool_name] = ToolEntry(
-                tool, _as_async(fn), convert, asks, header_map, ctx_param is not None, check
+                tool, _as_async(fn), convert, asks, header_map, ctx_param is not None, check,
+                frozenset(scopes),
             )
             return fn
 

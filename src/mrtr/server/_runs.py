@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from mrtr.errors import InvalidParams
+from mrtr.errors import InsufficientScope, InvalidParams
 from mrtr.protocol import (
     UNSET,
     CallToolRequest,
@@ -90,6 +90,8 @@ class Runner:
         entry = self._server.tables.tools.get(params.name)
         if entry is None:
             raise InvalidParams(f"Unknown tool: {params.name}")
+        if entry.scopes and not peer.allows(entry.scopes):
+            raise InsufficientScope(sorted(entry.scopes))
         arguments = params.arguments if params.arguments is not UNSET else {}
 
         async def invoke(ctx: Context) -> Any:

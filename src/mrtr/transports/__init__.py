@@ -7,15 +7,22 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from mrtr.transports._asgi import Authenticator, McpApp, Unauthorized
+from mrtr.transports._asgi import (
+    Authenticator,
+    AuthUnavailable,
+    Forbidden,
+    McpApp,
+    ProtectedResource,
+    Unauthorized,
+)
 from mrtr.transports._stdio_server import serve_stdio
 
 if TYPE_CHECKING:
     from mrtr.transports._http_client import HTTPTransport
     from mrtr.transports._stdio_client import StdioTransport
 
-__all__ = ["Authenticator", "HTTPTransport", "McpApp", "serve_stdio", "StdioTransport",
-           "Unauthorized"]
+__all__ = ["Authenticator", "AuthUnavailable", "Forbidden", "HTTPTransport", "McpApp",
+           "ProtectedResource", "serve_stdio", "StdioTransport", "Unauthorized"]
 
 _LAZY = {"HTTPTransport": "mrtr.transports._http_client",
          "StdioTransport": "mrtr.transports._stdio_client"}
