@@ -41,7 +41,9 @@ def test_targets_file_copies_sdk_and_floor_and_adds_mrtr() -> None:
                                                "ts-sdk")}
     spec = targets_spec(shared, Path("/x/.venv/bin/mrtr"))
     assert [k for k in spec if not k.startswith("_")] == [
-        "sdk", "sdk-json", "sdk-manual", "floor-uvicorn", "mrtr", "mrtr-nostore", "mrtr-memory"]
+        "sdk", "sdk-json", "sdk-manual", "floor-uvicorn", "mrtr", "mrtr-nostore", "mrtr-memory",
+        "mrtr-auth"]
+    assert "serve benchmarks.auth:create_app " in spec["mrtr-auth"]["cmd"]
     assert spec["mrtr-nostore"]["cmd"] == spec["mrtr"]["cmd"] + " --store none"
     assert spec["sdk"] == {"cmd": "sdk"}
     mrtr = spec["mrtr"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 import jwt
@@ -34,7 +34,8 @@ class AuthServerDown(Exception):
 class KeySet:
     """The signing keys of one issuer (`jwks_uri`, or discovered from `issuer`).
 
-    Times are in seconds: `max_age` before cached keys are fetched again, `min_refresh`
+    `jwks` (a JWK Set document) fixes the keys instead: nothing is ever fetched. Times are in
+    seconds: `max_age` before cached keys are fetched again, `min_refresh`
     between two fetches caused by unknown key ids, `timeout` per fetch.
     """
 
@@ -43,6 +44,7 @@ class KeySet:
         issuer: str,
         *,
         jwks_uri: str | None = None,
+        jwks: Mapping[str, object] | None = None,
         max_age: float = 3600.0,
         min_refresh: float = 30.0,
         timeout: float = 5.0,
@@ -65,6 +67,10 @@ class KeySet:
         self._tried_at = float("-inf")
         self._down: str | None = None  # why the last fetch failed, while no keys are cached
         self._lock = asyncio.Lock()
+        self._static = jwks is not None
+        if jwks is not None:
+            self._jwks = self._parse(jwks, "the configured JWKS")
+            self._loaded_at = float("inf")  # never stale
 
     async def key(self, kid: str | None, alg: str) -> jwt.PyJWK:
         """The verification key for a token header's `kid` and `alg`.
@@ -81,6 +87,8 @@ class KeySet:
 
     async def _refresh(self, asked_at: float) -> None:
         """Fetch the keys unless done recently. Raises AuthServerDown."""
+        if self._static:
+            return
         async with self._lock:
             if self._tried_at >= asked_at:
                 return  # another request fetched them while this one waited
@@ -110,10 +118,13 @@ class KeySet:
                 raise FetchFailed(f"the metadata of {self.issuer} has no jwks_uri")
             self.jwks_uri = uri
         self.fetches += 1
-        document = await fetch_json(self.jwks_uri, timeout=self.timeout)
+        return self._parse(await fetch_json(self.jwks_uri, timeout=self.timeout), self.jwks_uri)
+
+    def _parse(self, document: Mapping[str, object], where: str
+               ) -> dict[str | None, dict[str, object]]:
         listed = document.get("keys")
         if not isinstance(listed, list):
-            raise FetchFailed(f"{self.jwks_uri}: no keys")
+            raise FetchFailed(f"{where}: no keys")
         keys: dict[str | None, dict[str, object]] = {}
         for jwk in listed[: self.max_keys]:
             if isinstance(jwk, dict) and jwk.get("use", "sig") == "sig":
