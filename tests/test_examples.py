@@ -89,8 +89,19 @@ def payments(client: TestClient, ns: dict[str, Any]) -> None:
     assert no.text == "Invoice INV-8 not paid."
 
 
+def auth_server(client: TestClient, ns: dict[str, Any]) -> None:
+    # Tokens, 401/403 and the issuer run in tests/auth/test_example.py.
+    client.principal = ns["Principal"]("https://login.example.com", "ann", "cli")
+    ns["NOTES"]["ann@https://login.example.com"] = {"groceries": "milk"}
+    assert client.call_tool("list_notes").text == "groceries"
+    flow = client.call_tool("delete_note", {"title": "groceries"}, answers={"sure": True})
+    assert flow.text == "Deleted 'groceries'." and client.call_tool("list_notes").text == (
+        "No notes.")
+
+
 SCENARIOS: dict[str, Callable[[TestClient, dict[str, Any]], None]] = {
     "asgi_app.py": asgi_app,
+    "auth_server.py": auth_server,
     "bookings.py": bookings,
     "payments.py": payments,
     "provision.py": provision,
