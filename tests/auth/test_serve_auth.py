@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from mrtr.cli import main
+from mrtr.transports import McpApp
 from tests.auth.authserver import AuthServer
 from tests.transports.conftest import call, cli_env, free_port, post_args, spawn_cli, stop
 
@@ -84,3 +85,20 @@ def test_15_auth_with_stdio_is_refused(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["serve", "examples/auth_server.py:app", "--stdio",
                  "--auth-issuer", "https://login.example.com"]) == 2
     assert "HTTP only" in capsys.readouterr().err
+
+
+def test_15_workers_get_the_auth_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mrtr.auth import AuthSettings, ResourceServer
+    from mrtr.server import generate_key
+    from mrtr.transports import _serve
+
+    settings = AuthSettings(issuer="https://login.example.com", scopes=("notes:read",))
+    monkeypatch.setenv("MRTR_SERVE_TARGET", "examples.auth_server:app")
+    monkeypatch.setenv("MRTR_STATE_KEYS", generate_key())
+    monkeypatch.setenv("MRTR_SERVE_AUTH", settings.to_json())
+    app = _serve._worker_app()
+    assert isinstance(app, McpApp) and isinstance(app.guard, ResourceServer)
+    assert app.guard.settings == settings
+    monkeypatch.setenv("MRTR_SERVE_AUTH", "")
+    plain = _serve._worker_app()
+    assert isinstance(plain, McpApp) and plain.authenticator is None

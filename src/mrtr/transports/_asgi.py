@@ -198,7 +198,7 @@ class McpApp:
     async def _elsewhere(self, scope: Scope, headers: Mapping[str, str],
                          exchange: Exchange) -> None:
         """Not the MCP path: the guard's metadata documents (GET), else 404."""
-        if self.guard is not None and scope.get("method") in ("GET", "HEAD"):
+        if self.guard is not None and scope.get("method") == "GET":
             document = self.guard.document(self.dispatcher, scope.get("path", ""),
                                            self._resource(scope, headers))
             if document is not None:
