@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from mrtr import Context, Server
-from mrtr.auth import AuthSettings, Principal, ResourceServer
+from mrtr.auth import AuthSettings, ResourceServer
 from mrtr.server import Dispatcher
 from mrtr.transports import McpApp
 
@@ -23,20 +23,20 @@ NOTES: dict[str, dict[str, str]] = {}  # subject -> title -> text
 
 def owner(ctx: Context) -> str:
     """Whose notes these are: the token's subject at its issuer."""
-    principal = ctx.principal
-    if isinstance(principal, Principal):
-        return f"{principal.subject}@{principal.issuer}"
-    return principal or "anonymous"  # no auth (stdio, local tests)
+    who = ctx.identity  # the token's parts; ctx.principal is the same caller as one string
+    if who is not None:
+        return f"{who.subject}@{who.issuer}"
+    return ctx.principal or "anonymous"  # no auth (stdio, local tests)
 
 
 @app.tool
 async def whoami(ctx: Context) -> str:
     """Say who the token belongs to, and what it may do."""
-    principal = ctx.principal
-    if not isinstance(principal, Principal):
+    who = ctx.identity
+    if who is None:
         return f"You are {owner(ctx)}."
-    scopes = " ".join(sorted(principal.scopes)) or "none"
-    return f"You are {principal.subject} (client {principal.client_id}); scopes: {scopes}."
+    scopes = " ".join(sorted(who.scopes)) or "none"
+    return f"You are {who.subject} (client {who.client_id}); scopes: {scopes}."
 
 
 @app.tool

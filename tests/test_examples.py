@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from mrtr import Server
+from mrtr.auth import Principal
 from mrtr.stores import MemoryStore
 from mrtr.testing import ANSWER_DECLINE, TestClient, then
 
@@ -91,7 +92,7 @@ def payments(client: TestClient, ns: dict[str, Any]) -> None:
 
 def auth_server(client: TestClient, ns: dict[str, Any]) -> None:
     # Tokens, 401/403 and the issuer run in tests/auth/test_example.py.
-    client.principal = ns["Principal"]("https://login.example.com", "ann", "cli")
+    client.principal = Principal("https://login.example.com", "ann", "cli")
     ns["NOTES"]["ann@https://login.example.com"] = {"groceries": "milk"}
     assert client.call_tool("list_notes").text == "groceries"
     flow = client.call_tool("delete_note", {"title": "groceries"}, answers={"sure": True})

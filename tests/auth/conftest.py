@@ -29,8 +29,9 @@ def secure_app() -> tuple[Server, list[str]]:
     @app.tool()
     async def whoami(ctx: Context) -> str:
         """The principal's parts."""
-        p = ctx.principal
-        assert isinstance(p, Principal)
+        p = ctx.identity
+        assert isinstance(p, Principal) and ctx.principal == str(p)
+        assert type(ctx.principal) is str  # plain: encodes anywhere (results, ctx.once)
         return f"{p.issuer} {p.subject} {p.client_id} {' '.join(sorted(p.scopes))}"
 
     @app.tool(scopes=["notes:write"])
