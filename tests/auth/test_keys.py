@@ -61,3 +61,14 @@ def test_15_stale_keys_are_fetched_again_after_max_age(auth: AuthServer) -> None
     now[0] += 61
     run(keys.key(kid, "ES256"))
     assert keys.fetches == 2
+
+
+def test_15_one_key_set_serves_requests_of_several_event_loops(auth: AuthServer) -> None:
+    keys = KeySet(auth.issuer, timeout=2.0, min_refresh=0.0)
+    kid = auth.keys[0][0]
+
+    async def many(wanted: str) -> list[object]:
+        return await asyncio.gather(*(keys.key(wanted, "ES256") for _ in range(5)),
+                                    return_exceptions=True)
+    for wanted in (kid, "unknown"):  # each run() is a new loop; both make requests wait
+        assert not [r for r in run(many(wanted)) if isinstance(r, RuntimeError)]

@@ -41,6 +41,8 @@ def test_15_metadata_names_the_configured_resource(auth: AuthServer) -> None:
     path = "/.well-known/oauth-protected-resource/api/mcp"
     assert send(app, {}, method="GET", path=path).json()["resource"] == (
         "https://mcp.example.com/api/mcp")
+    behind_proxy = send(app, {}, method="GET", path="/.well-known/oauth-protected-resource/mcp")
+    assert behind_proxy.json()["resource"] == "https://mcp.example.com/api/mcp"
     missing = send(app, {}, method="GET", path="/.well-known/oauth-protected-resource/other")
     assert missing.status_code == 404
 

@@ -66,7 +66,7 @@ class KeySet:
         self._loaded_at: float | None = None
         self._tried_at = float("-inf")
         self._down: str | None = None  # why the last fetch failed, while no keys are cached
-        self._lock = asyncio.Lock()
+        self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._static = jwks is not None
         if jwks is not None:
             self._jwks = self._parse(jwks, "the configured JWKS")
@@ -89,7 +89,7 @@ class KeySet:
         """Fetch the keys unless done recently. Raises AuthServerDown."""
         if self._static:
             return
-        async with self._lock:
+        async with self._lock_of(asyncio.get_running_loop()):
             if self._tried_at >= asked_at:
                 return  # another request fetched them while this one waited
             if asked_at - self._tried_at < self.min_refresh:
@@ -109,6 +109,12 @@ class KeySet:
             self._jwks = keys
             self._built = {}
             self._loaded_at = self.clock()
+
+    def _lock_of(self, loop: asyncio.AbstractEventLoop) -> asyncio.Lock:
+        """One lock per event loop (a lock is bound to the loop it first waited in)."""
+        if self._lock is None or self._lock[0] is not loop:
+            self._lock = (loop, asyncio.Lock())
+        return self._lock[1]
 
     async def _fetch(self) -> dict[str | None, dict[str, object]]:
         if self.jwks_uri is None:

@@ -111,8 +111,9 @@ class ResourceServer:
 
     def document(self, dispatcher: Dispatcher, path: str, resource: str, /) -> bytes | None:
         """The RFC 9728 metadata when `path` is its well-known path (root or path-suffixed)."""
+        served = (WELL_KNOWN, urlsplit(metadata_url(resource)).path)
         resource = self.settings.resource or resource
-        if path != WELL_KNOWN and path != urlsplit(metadata_url(resource)).path:
+        if path not in served and path != urlsplit(metadata_url(resource)).path:
             return None
         tool_scopes = (e.scopes for e in dispatcher.server.tables.tools.values())
         metadata: dict[str, object] = {
