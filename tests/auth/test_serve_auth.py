@@ -102,3 +102,20 @@ def test_15_workers_get_the_auth_settings(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("MRTR_SERVE_AUTH", "")
     plain = _serve._worker_app()
     assert isinstance(plain, McpApp) and plain.authenticator is None
+
+
+def test_15_the_example_create_app_guards_with_the_issuer(
+        auth: AuthServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from examples import auth_server
+    from tests.auth.conftest import RESOURCE, tool
+
+    monkeypatch.setenv("MRTR_AUTH_ISSUER", auth.issuer)
+    monkeypatch.delenv("MRTR_AUTH_RESOURCE", raising=False)
+    app = auth_server.create_app()
+    assert tool(app, "list_notes", None).status_code == 401
+    reader = auth.mint(aud=RESOURCE, sub="ann", scope="notes:read")
+    assert tool(app, "list_notes", reader).json()["result"]["content"][0]["text"] == "No notes."
+    assert tool(app, "delete_note", reader, arguments={"title": "x"}).status_code == 403
+    writer = auth.mint(aud=RESOURCE, sub="ann", scope="notes:read notes:write")
+    done = tool(app, "delete_note", writer, arguments={"title": "x"}).json()["result"]
+    assert done["content"][0]["text"] == "No note 'x'."
