@@ -46,6 +46,13 @@ async def list_notes(ctx: Context) -> str:
 
 
 @app.tool(scopes=["notes:write"])
+async def add_note(ctx: Context, title: str, text: str) -> str:
+    """Add a note; needs the notes:write scope."""
+    NOTES.setdefault(owner(ctx), {})[title] = text
+    return f"Added {title!r}."
+
+
+@app.tool(scopes=["notes:write"])
 async def delete_note(ctx: Context, title: str) -> str:
     """Delete a note once the caller confirms; needs the notes:write scope."""
     mine = NOTES.get(owner(ctx), {})

@@ -93,8 +93,10 @@ def payments(client: TestClient, ns: dict[str, Any]) -> None:
 def auth_server(client: TestClient, ns: dict[str, Any]) -> None:
     # Tokens, 401/403 and the issuer run in tests/auth/test_example.py.
     client.principal = Principal("https://login.example.com", "ann", "cli")
-    ns["NOTES"]["ann@https://login.example.com"] = {"groceries": "milk"}
+    assert client.call_tool("add_note", {"title": "groceries", "text": "milk"}).text == (
+        "Added 'groceries'.")
     assert client.call_tool("list_notes").text == "groceries"
+    assert ns["NOTES"] == {"ann@https://login.example.com": {"groceries": "milk"}}
     flow = client.call_tool("delete_note", {"title": "groceries"}, answers={"sure": True})
     assert flow.text == "Deleted 'groceries'." and client.call_tool("list_notes").text == (
         "No notes.")

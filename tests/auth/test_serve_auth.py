@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from mrtr.cli import main
 from mrtr.transports import McpApp
 from tests.auth.authserver import AuthServer
-from tests.transports.conftest import call, cli_env, free_port, post_args, spawn_cli, stop
+from tests.transports.conftest import ROOT, call, cli_env, free_port, post_args, spawn_cli, stop
 
 
 def mcp(url: str, name: str, token: str | None = None, **arguments: Any) -> httpx.Response:
@@ -62,6 +63,17 @@ def test_15_mrtr_serve_auth_issuer_end_to_end(auth: AuthServer) -> None:
         denied = mcp(url, "delete_note", token, title="x")
         assert denied.status_code == 403
         assert 'scope="notes:read notes:write"' in denied.headers["www-authenticate"]
+        # Step up, then `mrtr call` runs a two-round flow (a confirmation) with that token.
+        stepped = httpx.post(f"{auth.issuer}/token", auth=("service", "service-secret"), data={
+            "grant_type": "client_credentials", "scope": "notes:read notes:write",
+            "resource": url}, timeout=10).json()["access_token"]
+        bearer = ["--header", f"Authorization: Bearer {stepped}"]
+        assert mcp(url, "add_note", stepped, title="g", text="milk").status_code == 200
+        flow = subprocess.run([sys.executable, "-m", "mrtr.cli", "call", url, "delete_note",
+                               "title=g", *bearer], input="y\n", capture_output=True,
+                              text=True, env=cli_env(), cwd=ROOT, timeout=60)
+        assert (flow.returncode, flow.stdout.strip()) == (0, "Deleted 'g'."), flow.stderr
+        assert "Delete the note 'g'?" in flow.stderr
     finally:
         stop(server)
 
