@@ -80,8 +80,8 @@ class AuthServer:
         self.keys = [(kid, ec.generate_private_key(ec.SECP256R1())), *self.keys[:keep]]
         return kid
 
-    def jwks(self) -> dict[str, object]:
-        keys = []
+    def jwks(self) -> dict[str, list[dict[str, object]]]:
+        keys: list[dict[str, object]] = []
         for kid, key in self.keys:
             jwk = jwt.algorithms.ECAlgorithm.to_jwk(key.public_key(), as_dict=True)
             keys.append({**jwk, "kid": kid, "use": "sig", "alg": "ES256"})

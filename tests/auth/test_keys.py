@@ -37,7 +37,7 @@ def test_15_fixed_jwks_never_fetch(auth: AuthServer) -> None:
 
 
 def test_15_a_single_key_serves_tokens_without_kid(auth: AuthServer) -> None:
-    only = {"keys": auth.jwks()["keys"][:1]}  # type: ignore[index]
+    only = {"keys": auth.jwks()["keys"][:1]}
     assert run(KeySet("https://x.invalid", jwks=only).key(None, "ES256")) is not None
 
 

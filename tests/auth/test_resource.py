@@ -286,3 +286,15 @@ def test_15_plain_authenticators_get_no_scopes() -> None:
     app = McpApp(Dispatcher(server), authenticator=gateway)
     assert send(app, call("write")).status_code == 403 and runs == []
     assert send(app, request("tools/list")).status_code == 200
+
+
+def test_15_a_malformed_published_key_or_jwks_uri_is_never_a_5xx(
+        auth: AuthServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    honest = auth.jwks
+    broken = {**honest()["keys"][0], "kid": "broken", "x": "!!"}
+    monkeypatch.setattr(auth, "jwks", lambda: {"keys": [*honest()["keys"], broken]})
+    token = auth.mint(aud=RESOURCE, kid="broken")
+    assert tool(guarded(auth), "whoami", token).status_code == 401
+    metadata = auth.metadata
+    monkeypatch.setattr(auth, "metadata", lambda: {**metadata(), "jwks_uri": "http://[bad"})
+    assert tool(guarded(auth), "whoami", auth.mint(aud=RESOURCE)).status_code == 503

@@ -54,7 +54,7 @@ async def fetch_json(
                 await response.aclose()
     except TimeoutError:
         raise FetchFailed(f"{url}: no answer within {timeout:g}s") from None
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise FetchFailed(f"{url}: {type(exc).__name__}: {exc}") from None
     try:
         value = msgspec.json.decode(bytes(body))

@@ -146,7 +146,7 @@ class KeySet:
             raise UnknownKey(f"key {kid!r} is for {jwk['alg']}, not {alg}")
         try:
             built = jwt.PyJWK(jwk, algorithm=alg)
-        except jwt.PyJWTError as exc:
+        except (jwt.PyJWTError, ValueError, TypeError, KeyError) as exc:  # a malformed JWK
             raise UnknownKey(f"key {kid!r} does not fit {alg}: {exc}") from None
         self._built[(kid, alg)] = built
         return built

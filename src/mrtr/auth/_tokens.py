@@ -75,7 +75,7 @@ class JWTVerifier:
         try:
             claims = jwt.decode(token, key, algorithms=[alg], audience=list(audiences),
                                 issuer=self.issuer, options=_OPTIONS)  # type: ignore[arg-type]
-        except jwt.PyJWTError as exc:
+        except (jwt.PyJWTError, ValueError, TypeError) as exc:
             raise InvalidToken(f"{type(exc).__name__}: {exc}") from None
         check_times(claims, self.clock(), self.leeway)
         return principal_of(claims)
