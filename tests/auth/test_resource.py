@@ -9,10 +9,11 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from mrtr.auth import ResourceServer
 from mrtr.server import Dispatcher
 from mrtr.transports import McpApp
 from tests.auth.authserver import AuthServer
-from tests.auth.conftest import RESOURCE, guarded, secure_app, send, tool
+from tests.auth.conftest import RESOURCE, guarded, secure_app, send, settings, tool
 from tests.transports.conftest import call, request
 
 METADATA = "http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"
@@ -298,3 +299,16 @@ def test_15_a_malformed_published_key_or_jwks_uri_is_never_a_5xx(
     metadata = auth.metadata
     monkeypatch.setattr(auth, "metadata", lambda: {**metadata(), "jwks_uri": "::::"})
     assert tool(guarded(auth), "whoami", auth.mint(aud=RESOURCE)).status_code == 503
+
+
+def test_15_token_cache_skips_introspection_until_it_ends(auth: AuthServer) -> None:
+    now = [time.time()]
+    app = McpApp(Dispatcher(secure_app()[0]), authenticator=ResourceServer(
+        settings(auth, introspection_url=f"{auth.issuer}/introspect", client_id="mcp-rs",
+                 client_secret="rs-secret", token_cache=30.0), clock=lambda: now[0]))
+    token = auth.mint_opaque(aud=RESOURCE)
+    assert tool(app, "whoami", token).status_code == 200
+    auth.opaque[token]["active"] = False  # revoked at the issuer
+    assert tool(app, "whoami", token).status_code == 200  # remembered for 30 s
+    now[0] += 31
+    assert tool(app, "whoami", token).status_code == 401

@@ -41,6 +41,8 @@ def test_15_json_round_trip_for_workers() -> None:
     {"issuer": "https://as.example", "introspection_url": "https://as.example/i"},
     {"introspection_url": "https://as.example/i", "client_id": "a", "client_secret": "b"},
     {"issuer": "https://as.example", "timeout": 0.0},
+    {"issuer": "https://as.example", "token_cache": -1.0},
+    {"issuer": "https://as.example", "token_cache": 86400.0},
 ])
 def test_15_bad_settings_raise_value_error(values: dict[str, object]) -> None:
     with pytest.raises(ValueError):

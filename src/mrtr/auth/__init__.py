@@ -8,6 +8,7 @@ from mrtr.auth._tokens import (
     Introspection,
     InvalidToken,
     JWTVerifier,
+    TokenCache,
     TokenVerifier,
     principal_of,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "Principal",
     "principal_of",
     "ResourceServer",
+    "TokenCache",
     "TokenVerifier",
     "UnknownKey",
     "WELL_KNOWN",

@@ -21,7 +21,7 @@ import msgspec
 
 from mrtr.auth._keys import AuthServerDown, KeySet
 from mrtr.auth._settings import AuthSettings
-from mrtr.auth._tokens import Introspection, InvalidToken, JWTVerifier, TokenVerifier
+from mrtr.auth._tokens import Introspection, InvalidToken, JWTVerifier, TokenCache, TokenVerifier
 from mrtr.protocol import CallToolRequest
 from mrtr.server import Dispatcher, Peer, Principal
 from mrtr.transports import AuthUnavailable, Forbidden, Unauthorized
@@ -54,7 +54,7 @@ class ResourceServer:
         self.jwt: TokenVerifier | None = None
         self.opaque: TokenVerifier | None = None
         if verifier is not None:
-            self.jwt = self.opaque = verifier
+            self.jwt = self.opaque = self._cached(verifier, clock)
             return
         if settings.issuer is None:
             raise ValueError("AuthSettings need an issuer (or pass a verifier)")
@@ -67,7 +67,10 @@ class ResourceServer:
         self.keys = KeySet(settings.issuer, jwks_uri=settings.jwks_uri,
                            max_age=settings.jwks_max_age, min_refresh=settings.jwks_min_refresh,
                            timeout=settings.timeout, clock=clock, log=self.log)
-        self.jwt = JWTVerifier(settings.issuer, self.keys, leeway=settings.leeway, clock=clock)
+        self.jwt = self._cached(
+            JWTVerifier(settings.issuer, self.keys, leeway=settings.leeway, clock=clock), clock)
+        if self.opaque is not None:
+            self.opaque = self._cached(self.opaque, clock)
 
     # -- ProtectedResource (McpApp) ---------------------------------------------------------------
     async def authenticate(self, headers: Mapping[str, str], resource: str, /) -> Principal:
@@ -127,6 +130,10 @@ class ResourceServer:
         return msgspec.json.encode(metadata)
 
     # -- helpers ----------------------------------------------------------------------------------
+    def _cached(self, verifier: TokenVerifier, clock: Callable[[], float]) -> TokenVerifier:
+        seconds = self.settings.token_cache
+        return TokenCache(verifier, seconds=seconds, clock=clock) if seconds else verifier
+
     def audiences(self, resource: str) -> Sequence[str]:
         return self.settings.audience or (resource,)
 

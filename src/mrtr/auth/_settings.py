@@ -33,7 +33,9 @@ class AuthSettings:
     `audience` defaults to the resource URL: the configured `resource`, else the URL each
     request reached the MCP endpoint at. `scopes` are needed on every request. `jwks_uri`
     defaults to the one in the issuer's metadata. `introspection_url` (RFC 7662, with
-    `client_id`/`client_secret`) checks tokens that are not JWTs. Times are in seconds.
+    `client_id`/`client_secret`) checks tokens that are not JWTs. `token_cache` > 0 remembers
+    accepted tokens that long (never past `exp`) instead of checking each request; in seconds,
+    as are the other times.
     Raises ValueError for a URL that is not https (http only on a loopback host).
     """
 
@@ -50,6 +52,7 @@ class AuthSettings:
     jwks_max_age: float = 3600.0
     jwks_min_refresh: float = 30.0
     resource_name: str | None = None
+    token_cache: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("issuer", "resource", "jwks_uri", "introspection_url"):
@@ -63,6 +66,8 @@ class AuthSettings:
             raise ValueError("introspection_url needs client_id and client_secret")
         if self.introspection_url and not self.issuer:
             raise ValueError("introspection_url needs issuer")
+        if not 0 <= self.token_cache <= 3600:
+            raise ValueError(f"token_cache must be 0..3600 seconds, got {self.token_cache}")
         if not 0 < self.timeout <= 60:
             raise ValueError(f"timeout must be 0..60 seconds, got {self.timeout}")
 

@@ -18,8 +18,8 @@ from mrtr.auth._fetch import FetchFailed, fetch_json
 from mrtr.auth._keys import AuthServerDown, KeySet, UnknownKey
 from mrtr.server import Principal
 
-__all__ = ["ALGORITHMS", "Introspection", "InvalidToken", "JWTVerifier", "TokenVerifier",
-           "principal_of"]
+__all__ = ["ALGORITHMS", "Introspection", "InvalidToken", "JWTVerifier", "TokenCache",
+           "TokenVerifier", "principal_of"]
 
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512",
               "EdDSA")
@@ -123,6 +123,39 @@ class Introspection:
             raise InvalidToken(f"introspection: audience {aud!r}")
         check_times(claims, self.clock(), self.leeway)
         return principal_of(claims)
+
+
+class TokenCache:
+    """Remembers tokens `inner` accepted, for `seconds` at most and never past their `exp`.
+
+    Trades freshness for speed: a key withdrawn or a token revoked at the issuer is still
+    accepted until its entry ends. Refused tokens are not remembered. `size` bounds the entries.
+    """
+
+    def __init__(self, inner: TokenVerifier, *, seconds: float, size: int = 4096,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.inner = inner
+        self.seconds = seconds
+        self.size = size
+        self.clock = clock
+        self._seen: dict[tuple[str, tuple[str, ...]], tuple[Principal, float]] = {}
+
+    async def verify(self, token: str, audiences: Sequence[str], /) -> Principal:
+        key = (token, tuple(audiences))
+        now = self.clock()
+        hit = self._seen.get(key)
+        if hit is not None and now < hit[1]:
+            return hit[0]
+        principal = await self.inner.verify(token, audiences)
+        until = now + self.seconds
+        exp = principal.claims.get("exp")
+        if isinstance(exp, int | float) and not isinstance(exp, bool):
+            until = min(until, exp)
+        self._seen.pop(key, None)
+        if len(self._seen) >= self.size:
+            del self._seen[next(iter(self._seen))]  # the oldest entry
+        self._seen[key] = (principal, until)
+        return principal
 
 
 def _header(token: str) -> dict[str, object]:
