@@ -165,6 +165,10 @@ def targets_spec(
                      "batch span processor, OTLP-encoding exporters)",
                      "cmd": spec["mrtr"]["cmd"].replace("benchmarks.server:app",
                                                         "benchmarks.server_otel:app")}
+    # Opt-in (--only mrtr-auth): the same server with a bearer JWT verified on every request.
+    spec["mrtr-auth"] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, OAuth JWT per request",
+                         "cmd": spec["mrtr"]["cmd"].replace("benchmarks.server:app",
+                                                            "benchmarks.auth:create_app")}
     if base is not None:
         spec[BASE] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, baseline checkout",
                       "env": {"PYTHONPATH": f"{base / 'src'}{os.pathsep}{base}"}}

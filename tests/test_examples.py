@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from mrtr import Server
+from mrtr.auth import Principal
 from mrtr.stores import MemoryStore
 from mrtr.testing import ANSWER_DECLINE, TestClient, then
 
@@ -119,10 +120,21 @@ def report(client: TestClient, ns: dict[str, Any]) -> None:
     flow = client.call_tool("build_report", {"quarter": "Q4"}, answers={"outlook": False})
     assert flow.rounds == 2 and flow.text.startswith("Report RPT-Q4-2: revenue: 120")
     assert ns["warehouse"].archived == ["Q3", "Q4"]
+def auth_server(client: TestClient, ns: dict[str, Any]) -> None:
+    # Tokens, 401/403 and the issuer run in tests/auth/test_example.py.
+    client.principal = Principal("https://login.example.com", "ann", "cli")
+    assert client.call_tool("add_note", {"title": "groceries", "text": "milk"}).text == (
+        "Added 'groceries'.")
+    assert client.call_tool("list_notes").text == "groceries"
+    assert ns["NOTES"] == {"ann@https://login.example.com": {"groceries": "milk"}}
+    flow = client.call_tool("delete_note", {"title": "groceries"}, answers={"sure": True})
+    assert flow.text == "Deleted 'groceries'." and client.call_tool("list_notes").text == (
+        "No notes.")
 
 
 SCENARIOS: dict[str, Callable[[TestClient, dict[str, Any]], None]] = {
     "asgi_app.py": asgi_app,
+    "auth_server.py": auth_server,
     "bookings.py": bookings,
     "payments.py": payments,
     "provision.py": provision,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from mrtr.errors import (
     HeaderMismatch,
+    InsufficientScope,
     InternalError,
     InvalidParams,
     InvalidRequest,
@@ -55,6 +56,7 @@ __all__ = [
     "Header",
     "HeaderMismatch",
     "InputRequired",
+    "InsufficientScope",
     "InternalError",
     "InvalidParams",
     "InvalidRequest",

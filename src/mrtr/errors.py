@@ -16,6 +16,7 @@ import msgspec
 __all__ = [
     "from_wire",
     "HeaderMismatch",
+    "InsufficientScope",
     "InternalError",
     "InvalidParams",
     "InvalidRequest",
@@ -90,6 +91,17 @@ class InvalidRequestState(InvalidParams):
     def __init__(self, reason: str = "unspecified") -> None:
         super().__init__(self.FROZEN_MESSAGE)
         self.reason = reason
+
+
+class InsufficientScope(InvalidRequest):
+    """The caller's token lacks scopes the request needs (HTTP 403, RFC 6750 §3.1)."""
+
+    http_status = 403
+
+    def __init__(self, scopes: list[str], message: str | None = None) -> None:
+        self.scopes = list(scopes)
+        super().__init__(message or "Forbidden: insufficient scope",
+                         data={"requiredScopes": self.scopes})
 
 
 class InternalError(ProtocolError):

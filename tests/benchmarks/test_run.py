@@ -47,7 +47,8 @@ def test_targets_file_copies_sdk_and_floor_and_adds_mrtr() -> None:
     spec = targets_spec(shared, Path("/x/.venv/bin/mrtr"))
     assert [k for k in spec if not k.startswith("_")] == [
         "sdk", "sdk-json", "sdk-manual", "floor-uvicorn", "mrtr", "mrtr-nostore", "mrtr-memory",
-        "mrtr-redis", "mrtr-nootel", "mrtr-otel-sdk"]
+        "mrtr-redis", "mrtr-nootel", "mrtr-otel-sdk", "mrtr-auth"]
+    assert "serve benchmarks.auth:create_app " in spec["mrtr-auth"]["cmd"]
     assert spec["mrtr-nostore"]["cmd"] == spec["mrtr"]["cmd"] + " --store none"
     assert spec["mrtr-redis"]["cmd"].endswith(" --store redis://127.0.0.1:6379/0")
     assert spec["sdk"] == {"cmd": "sdk"}

@@ -6,6 +6,10 @@ import argparse
 import logging.config
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mrtr.auth import AuthSettings
 
 __all__ = ["register"]
 
@@ -78,6 +82,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       "is given (repeatable; loopback names are always accepted)")
     http.add_argument("--debug-worker-header", action="store_true",
                       help="add Mcp-Debug-Worker: <pid> to HTTP replies (testing)")
+    _add_auth_options(serve)
     keys = serve.add_argument_group("requestState keys")
     keys.add_argument("--ephemeral-key", action="store_true",
                       help="without MRTR_STATE_KEYS, use a fresh key for this run instead "
@@ -128,12 +133,52 @@ def _run_serve(args: argparse.Namespace) -> int:
             store=args.store,
             log_format=args.log_format,
             access_log=args.access_log,
+            auth=_auth_settings(args),
         )
     except (ValueError, ImportError, AttributeError) as exc:
         print(f"mrtr serve: {_flagged(exc)}", file=sys.stderr)
         return 2
     finally:
         sys.stdout = stdout  # main() may be called in-process (tests, embedding)
+
+
+def _add_auth_options(serve: argparse.ArgumentParser) -> None:
+    auth = serve.add_argument_group(
+        "OAuth resource server (docs/auth.md)",
+        "Require a bearer access token from ISSUER on every HTTP request; each option "
+        "defaults to its MRTR_AUTH_* environment variable.")
+    auth.add_argument("--auth-issuer", metavar="URL",
+                      help="the authorization server whose tokens are accepted; its keys come "
+                      "from its RFC 8414 / OpenID metadata (MRTR_AUTH_ISSUER)")
+    auth.add_argument("--auth-audience", action="append", metavar="AUD",
+                      help="accepted token audience (repeatable; default: the resource URL, "
+                      "e.g. https://host/mcp) (MRTR_AUTH_AUDIENCE)")
+    auth.add_argument("--auth-scopes", metavar="'SCOPE ...'",
+                      help="scopes every request needs, space- or comma-separated "
+                      "(MRTR_AUTH_SCOPES)")
+    auth.add_argument("--auth-resource", metavar="URL",
+                      help="the public URL of the MCP endpoint, when a proxy changes it "
+                      "(default: the URL each request reached) (MRTR_AUTH_RESOURCE)")
+    auth.add_argument("--auth-jwks-uri", metavar="URL",
+                      help="fetch keys here instead of from the issuer's metadata "
+                      "(MRTR_AUTH_JWKS_URI)")
+
+
+def _auth_settings(args: argparse.Namespace) -> AuthSettings | None:
+    """AuthSettings from --auth-* over MRTR_AUTH_*, or None when neither names an issuer."""
+    flags = (args.auth_issuer, args.auth_audience, args.auth_scopes, args.auth_resource,
+             args.auth_jwks_uri)
+    if not any(flags) and not any(k.startswith("MRTR_AUTH_") for k in os.environ):
+        return None  # a server without auth never loads it
+    from mrtr.auth import AuthSettings
+
+    scopes = tuple((args.auth_scopes or "").replace(",", " ").split())
+    settings = AuthSettings.from_env(
+        os.environ, issuer=args.auth_issuer, audience=tuple(args.auth_audience or ()),
+        scopes=scopes, resource=args.auth_resource, jwks_uri=args.auth_jwks_uri)
+    if settings is None and any(flags):
+        raise ValueError("--auth-* options need --auth-issuer (or MRTR_AUTH_ISSUER)")
+    return settings
 
 
 def _flagged(exc: Exception) -> str:

@@ -4,7 +4,7 @@ from mrtr.server._asks import Ask, Declined, Elicited
 from mrtr.server._context import Context
 from mrtr.server._dispatch import Dispatcher, Reply
 from mrtr.server._forms import Choices, Confirmation, Email, Form, FormInvalid, Uri
-from mrtr.server._peer import NotificationSink, Peer
+from mrtr.server._peer import NotificationSink, Peer, Principal
 from mrtr.server._registry import CachePolicy, Server
 from mrtr.server._results import ToolError
 from mrtr.server._rounds import InputRequired
@@ -35,6 +35,7 @@ __all__ = [
     "NotificationSink",
     "parse_keys",
     "Peer",
+    "Principal",
     "Reply",
     "Sealer",
     "Server",

@@ -50,7 +50,7 @@ from mrtr.server._asks import (
 )
 from mrtr.server._forms import Confirmation, FormInvalid, render_form, validate_against_schema
 from mrtr.server._journal import FlowState
-from mrtr.server._peer import NotificationSink, Peer
+from mrtr.server._peer import NotificationSink, Peer, Principal
 
 if TYPE_CHECKING:
     from mrtr.server._ledger import Ledger
@@ -117,7 +117,15 @@ class Context:
 
     @property
     def principal(self) -> str | None:
-        return self.peer.principal
+        """The authenticated caller as a plain string (what requestState is bound to)."""
+        principal = self.peer.principal
+        return principal if principal is None or type(principal) is str else str(principal)
+
+    @property
+    def identity(self) -> Principal | None:
+        """The caller's issuer, subject, client id and scopes (OAuth, docs/auth.md), or None."""
+        principal = self.peer.principal
+        return principal if isinstance(principal, Principal) else None
 
     @property
     def store(self) -> Store | None:

@@ -71,6 +71,7 @@ class ToolEntry:
     check_output: Callable[[object], str | None] | None = None  # None: no outputSchema
     task: TaskSupport | None = None  # tasks extension: None means never a task
     task_later: bool = False  # the handler calls ctx.begin_task(): MRTR rounds come first
+    scopes: frozenset[str] = frozenset()  # OAuth scopes a caller needs (mrtr.auth)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +142,7 @@ class Server:
         annotations: ToolAnnotations | None = None,
         input_schema: dict[str, object] | None = None,
         task: TaskSupport | None = None,
+        scopes: Sequence[str] = (),
     ) -> Callable[[Fn], Fn]: ...
     def tool(
         self,
@@ -151,12 +153,15 @@ class Server:
         annotations: ToolAnnotations | None = None,
         input_schema: dict[str, object] | None = None,
         task: TaskSupport | None = None,
+        scopes: Sequence[str] = (),
     ) -> Fn | Callable[[Fn], Fn]:
         """Register a tool (`@app.tool` or `@app.tool(...)`).
 
         The input schema comes from the type hints unless given verbatim. `task` (tasks
         extension): "optional" runs as a task for clients that declare the extension and in the
         request for others; "required" answers -32021 to the others. See docs/tasks.md.
+        `scopes` are the OAuth scopes a caller's token must hold when the transport authorizes
+        (docs/auth.md).
         """
         if task not in (None, "optional", "required"):
             raise ValueError(f"task must be 'optional', 'required' or None, not {task!r}")
@@ -188,7 +193,7 @@ class Server:
             check = output_checker(out) if out is not None else None
             self.tables.tools[tool_name] = ToolEntry(
                 tool, as_async(fn), convert, asks, header_map, ctx_param is not None, check,
-                task, task is not None and calls_begin_task(fn),
+                task, task is not None and calls_begin_task(fn), frozenset(scopes),
             )
             return fn
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from mrtr.errors import InvalidParams, MissingRequiredClientCapability
+from mrtr.errors import InsufficientScope, InvalidParams, MissingRequiredClientCapability
 from mrtr.protocol import (
     TASKS_EXTENSION,
     UNSET,
@@ -94,6 +94,8 @@ class Runner:
         entry = self._server.tables.tools.get(params.name)
         if entry is None:
             raise InvalidParams(f"Unknown tool: {params.name}")
+        if entry.scopes and not peer.allows(entry.scopes):
+            raise InsufficientScope(sorted(entry.scopes))
         arguments = params.arguments if params.arguments is not UNSET else {}
         if entry.task is not None and self.tasks is not None:
             tasked = _tasked(entry, params.meta.client_capabilities.extensions)

@@ -7,7 +7,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from mrtr.transports._asgi import Authenticator, McpApp, Unauthorized
+from mrtr.transports._asgi import (
+    Authenticator,
+    AuthUnavailable,
+    Forbidden,
+    McpApp,
+    ProtectedResource,
+    Unauthorized,
+)
 from mrtr.transports._launch import ServerApp
 from mrtr.transports._logging import JsonFormatter, RequestContext
 from mrtr.transports._stdio_server import serve_stdio
@@ -18,9 +25,10 @@ if TYPE_CHECKING:
     from mrtr.transports._memory import MemoryTransport
     from mrtr.transports._stdio_client import TAIL, ServerExited, StdioTransport
 
-__all__ = ["Authenticator", "connect", "HTTPTransport", "JsonFormatter", "McpApp",
-           "MemoryTransport", "RequestContext", "serve_stdio", "ServerApp", "ServerExited",
-           "StdioTransport", "TAIL", "transport_for", "Unauthorized"]
+__all__ = ["Authenticator", "AuthUnavailable", "connect", "Forbidden", "HTTPTransport",
+           "JsonFormatter", "McpApp", "MemoryTransport", "ProtectedResource", "RequestContext",
+           "serve_stdio", "ServerApp", "ServerExited", "StdioTransport", "TAIL", "transport_for",
+           "Unauthorized"]
 
 _LAZY = {"HTTPTransport": "mrtr.transports._http_client",
          "StdioTransport": "mrtr.transports._stdio_client",

@@ -14,17 +14,18 @@ import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
-from typing import Any
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from mrtr.errors import InternalError, InvalidRequest, ProtocolError
 from mrtr.protocol import encode_error
-from mrtr.server import Dispatcher, Peer, Reply
+from mrtr.server import Dispatcher, Peer, Principal, Reply
 from mrtr.transports._exchange import Exchange
 from mrtr.transports._health import PROBE_PATHS, Health
 from mrtr.transports._hosts import HostCheck
 from mrtr.transports._session_http import SessionEndpoint, session_era
 
-__all__ = ["Authenticator", "McpApp", "Unauthorized"]
+__all__ = ["Authenticator", "AuthUnavailable", "Forbidden", "McpApp", "ProtectedResource",
+           "Unauthorized"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -39,10 +40,40 @@ MAX_HEADER_BYTES = 64 * 1024
 class Unauthorized(Exception):  # noqa: N818 - reads as the HTTP status it maps to
     """Raised by an authenticator: the request gets 401 with `WWW-Authenticate`."""
 
+    status: ClassVar[int] = 401
+
     def __init__(self, message: str = "Unauthorized", *, challenge: str = "Bearer") -> None:
         super().__init__(message)
         self.message = message
-        self.challenge = challenge
+        self.challenge = challenge  # "" sends no WWW-Authenticate
+
+
+class Forbidden(Unauthorized):
+    """The token is valid but lacks a scope: 403 with `WWW-Authenticate` (insufficient_scope)."""
+
+    status = 403
+
+
+class AuthUnavailable(Unauthorized):
+    """The authorization server cannot be reached to check a token: 503, retry later."""
+
+    status = 503
+
+
+@runtime_checkable
+class ProtectedResource(Protocol):
+    """An authenticator that is an OAuth resource server (mrtr.auth.ResourceServer).
+
+    `resource` is the URL this request reached the MCP endpoint at. Each method raises
+    Unauthorized (or a subclass) to refuse; `document` answers GETs on other paths.
+    """
+
+    async def authenticate(self, headers: Mapping[str, str], resource: str, /) -> str | None: ...
+
+    def authorize(self, dispatcher: Dispatcher, message: Any, peer: Peer, resource: str,
+                  /) -> None: ...
+
+    def document(self, dispatcher: Dispatcher, path: str, resource: str, /) -> bytes | None: ...
 
 
 class _Reject(Exception):  # noqa: N818 - internal control flow
@@ -75,7 +106,7 @@ class McpApp:
         path: str = "/mcp",
         allowed_hosts: Sequence[str] | None = None,
         allowed_origins: Sequence[str] | None = None,
-        authenticator: Authenticator | None = None,
+        authenticator: Authenticator | ProtectedResource | None = None,
         max_body: int = 4 * 1024 * 1024,
         request_timeout: float = 300.0,
         keepalive: float = 15.0,
@@ -88,6 +119,7 @@ class McpApp:
         self.path = path
         self.hosts = HostCheck(allowed_hosts, allowed_origins or ())
         self.authenticator = authenticator
+        self.guard = authenticator if isinstance(authenticator, ProtectedResource) else None
         self.max_body = max_body
         self.request_timeout = request_timeout
         self.keepalive = keepalive
@@ -124,6 +156,9 @@ class McpApp:
         except _Reject as exc:
             if not exchange.started:
                 await exchange.respond(exc.status, _error_body(str(exc)), exc.headers)
+        except Unauthorized as exc:  # from the authenticator
+            if not exchange.started:
+                await exchange.respond(exc.status, _error_body(exc.message), _challenge(exc))
         except Exception:
             self.log.exception("unexpected error in the HTTP transport")
             if not exchange.started:
@@ -135,11 +170,12 @@ class McpApp:
         if refusal is not None:
             raise _Reject(403, refusal)
         if scope.get("path") != self.path:
-            raise _Reject(404, f"Not Found: the MCP endpoint is POST {self.path}")
-        if scope.get("method") != "POST":
-            await self._other(scope.get("method", ""), headers, exchange)
+            await self._elsewhere(scope, headers, exchange)
             return
-        principal = await self._authenticate(headers)
+        if scope.get("method") != "POST":
+            await self._other(scope, headers, exchange)
+            return
+        principal = await self._authenticate(scope, headers)
         media = headers.get("content-type", "")
         if media != "application/json" and (
             media.split(";", 1)[0].strip().lower() != "application/json"
@@ -165,15 +201,27 @@ class McpApp:
                 return
             await exchange.respond(202, b"")
             return
-        await exchange.run(message, _peer(principal, headers))
+        await exchange.run(message, self._admit(scope, headers, message, principal))
 
-    async def _other(self, method: str, headers: Mapping[str, str], exchange: Exchange) -> None:
+    async def _elsewhere(self, scope: Scope, headers: Mapping[str, str],
+                         exchange: Exchange) -> None:
+        """Not the MCP path: the guard's metadata documents (GET), else 404."""
+        if self.guard is not None and scope.get("method") == "GET":
+            document = self.guard.document(self.dispatcher, scope.get("path", ""),
+                                           self._resource(scope, headers))
+            if document is not None:
+                await exchange.respond(200, document)
+                return
+        raise _Reject(404, f"Not Found: the MCP endpoint is POST {self.path}")
+
+    async def _other(self, scope: Scope, headers: Mapping[str, str], exchange: Exchange) -> None:
         """GET and DELETE exist only within a session (2025 clients); else 405."""
+        method = scope.get("method", "")
         if self.sessions is None or method not in ("GET", "DELETE") or (
             "mcp-session-id" not in headers
         ):
             raise _Reject(405, "Method Not Allowed: use POST", [(b"allow", b"POST")])
-        principal = await self._authenticate(headers)
+        principal = await self._authenticate(scope, headers)
         await self.sessions.other(method, headers, principal, exchange)
 
     def running_loop(self) -> asyncio.AbstractEventLoop:
@@ -191,14 +239,34 @@ class McpApp:
         self._loop_seen = (loop, threading.get_ident())
         return loop
 
-    async def _authenticate(self, headers: Mapping[str, str]) -> str | None:
+    async def _authenticate(self, scope: Scope, headers: Mapping[str, str]) -> str | None:
+        """The principal, or None; raises Unauthorized (answered in `_http`)."""
+        if self.guard is not None:
+            return await self.guard.authenticate(headers, self._resource(scope, headers))
         if self.authenticator is None:
             return None
-        try:
-            return await self.authenticator(headers)
-        except Unauthorized as exc:
-            challenge = exc.challenge.encode("latin-1", "replace")
-            raise _Reject(401, exc.message, [(b"www-authenticate", challenge)]) from None
+        return await self.authenticator(headers)  # type: ignore[operator]  # not a guard
+
+    def peer_for(self, principal: str | None, headers: Mapping[str, str] | None = None) -> Peer:
+        """The Peer of a request: with an authenticator, its scopes limit `scopes=` tools."""
+        trace = _trace(headers) if headers is not None else ()
+        if self.authenticator is None:
+            return Peer(principal=None, transport="http", trace_headers=trace) if trace \
+                else _ANONYMOUS
+        scopes = principal.scopes if isinstance(principal, Principal) else frozenset()
+        return Peer(principal=principal, transport="http", scopes=scopes, trace_headers=trace)
+
+    def _admit(self, scope: Scope, headers: Mapping[str, str], message: Any,
+               principal: str | None) -> Peer:
+        """The request's Peer; the guard refuses (403) a `scopes=` tool before it runs."""
+        peer = self.peer_for(principal, headers)
+        if self.guard is not None:
+            self.guard.authorize(self.dispatcher, message, peer, self._resource(scope, headers))
+        return peer
+
+    def _resource(self, scope: Scope, headers: Mapping[str, str]) -> str:
+        """The URL this request reached the MCP endpoint at (RFC 9728 resource identifier)."""
+        return f"{scope.get('scheme', 'http')}://{headers.get('host', '')}{self.path}"
 
     async def _read_body(self, headers: Mapping[str, str], receive: Receive) -> bytes | None:
         declared = headers.get("content-length")
@@ -254,12 +322,18 @@ def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
     return headers
 
 
-def _peer(principal: str | None, headers: Mapping[str, str]) -> Peer:
-    if "traceparent" in headers:  # a fallback trace context for telemetry: see Peer
-        trace = tuple((name, headers[name]) for name in ("traceparent", "tracestate")
-                      if name in headers)
-        return Peer(principal=principal, transport="http", trace_headers=trace)
-    return _ANONYMOUS if principal is None else Peer(principal=principal, transport="http")
+def _trace(headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """W3C trace context headers: telemetry's fallback when `_meta` carries none (see Peer)."""
+    if "traceparent" not in headers:
+        return ()
+    return tuple((name, headers[name]) for name in ("traceparent", "tracestate")
+                 if name in headers)
+
+
+def _challenge(exc: Unauthorized) -> list[tuple[bytes, bytes]]:
+    if not exc.challenge:
+        return [(b"retry-after", b"5")] if exc.status == 503 else []
+    return [(b"www-authenticate", exc.challenge.encode("latin-1", "replace"))]
 
 
 def _error_body(message: str) -> bytes:

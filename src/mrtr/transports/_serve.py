@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mrtr.server import Dispatcher, Server, generate_key, parse_keys
 from mrtr.stores import ENV_STORE
@@ -36,6 +36,9 @@ from mrtr.transports._target import (
     with_keys,
 )
 
+if TYPE_CHECKING:
+    from mrtr.auth import AuthSettings
+
 __all__ = ["KEYS_ENV", "load_dispatcher", "serve"]
 
 _TARGET_ENV = "MRTR_SERVE_TARGET"
@@ -43,6 +46,7 @@ _PATH_ENV = "MRTR_SERVE_PATH"
 _HOSTS_ENV = "MRTR_SERVE_ALLOWED_HOSTS"
 _WORKER_ENV = "MRTR_SERVE_EXPOSE_WORKER"
 _ASK_TIMEOUT_ENV = "MRTR_SERVE_ASK_TIMEOUT"
+_AUTH_ENV = "MRTR_SERVE_AUTH"  # AuthSettings as JSON, for worker processes
 ASK_TIMEOUT = 600.0  # seconds a server→client request of a 2025 session waits for its answer
 _WILDCARDS = ("0.0.0.0", "::", "")
 log = logging.getLogger("mrtr.serve")
@@ -72,6 +76,7 @@ def serve(
     loaded: Server | None = None,
     log_format: str = "text",
     access_log: bool = False,
+    auth: AuthSettings | None = None,
 ) -> int:
     """Serve `target` (`module:attribute` or `file.py:attribute`) until SIGINT/SIGTERM or EOF.
 
@@ -83,11 +88,14 @@ def serve(
     MRTR_STORE, else a SQLite file in a private temp directory shared by the workers; "none": no
     store). `loaded` is the Server `target` names, when the caller holds it (`Server.run`).
     `log_format` is "text" or "json" (one object per line, docs/operations.md); `access_log`
-    adds uvicorn's line per HTTP request. Returns the process exit status. Raises ValueError
-    for a bad setting, target or key.
+    adds uvicorn's line per HTTP request. `auth` makes the HTTP endpoint an OAuth resource
+    server (docs/auth.md). Returns the process exit status. Raises ValueError for a bad
+    setting, target or key.
     """
     _check_settings(port, workers, path, ask_timeout)
     logs = log_config(log_level, log_format, access_log)  # ValueError: before anything starts
+    if auth is not None and stdio:
+        raise ValueError("auth settings apply to HTTP only, not to --stdio")
     _import_path()
     # fail early: before keys, sockets or worker processes
     obj = loaded if loaded is not None else load_target(target)
@@ -95,13 +103,14 @@ def serve(
         return _serve(target, obj, host=host, port=port, workers=workers, path=path,
                       stdio=stdio, keys=keys, key_file=key_file, allowed_hosts=allowed_hosts,
                       expose_worker=expose_worker, logs=logs,
-                      ask_timeout=ask_timeout, store=url)
+                      ask_timeout=ask_timeout, store=url, auth=auth)
 
 
 def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: int,
            workers: int, path: str, stdio: bool, keys: Sequence[bytes] | None,
            key_file: Path | None, allowed_hosts: Sequence[str] | None, expose_worker: bool,
-           logs: dict[str, Any], ask_timeout: float, store: str | None) -> int:
+           logs: dict[str, Any], ask_timeout: float, store: str | None,
+           auth: AuthSettings | None = None) -> int:
     if keys is None and os.environ.get(KEYS_ENV):
         keys = parse_keys(os.environ[KEYS_ENV])
     if keys is None and key_file is not None and workers == 1 and (stdio or _is_loopback(host)):
@@ -116,9 +125,13 @@ def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: 
                                                      or ask_timeout != ASK_TIMEOUT):
         log.warning("%s is an ASGI app with its own settings: --path, --allow-host, "
                     "--ask-timeout and --debug-worker-header do not apply to it", target)
+    if not isinstance(obj, Server | Dispatcher) and auth is not None:
+        raise ValueError(f"{target} is an ASGI app: --auth-* apply to a Server or Dispatcher "
+                         "(give an McpApp its own ResourceServer, docs/auth.md)")
     shown = path if isinstance(obj, Server | Dispatcher) else _endpoint(obj)
     if workers > 1:
         os.environ[_ASK_TIMEOUT_ENV] = repr(ask_timeout)  # read by each worker's _worker_app
+        os.environ[_AUTH_ENV] = auth.to_json() if auth is not None else ""
         saved = os.environ.pop(ENV_STORE, None)
         if store is not None:
             os.environ[ENV_STORE] = store  # like the key: every worker opens the same store
@@ -129,7 +142,7 @@ def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: 
             os.environ.pop(ENV_STORE, None)
             if saved is not None:
                 os.environ[ENV_STORE] = saved
-    app = _app(obj, keys, path, hosts, expose_worker, ask_timeout, store)
+    app = _app(obj, keys, path, hosts, expose_worker, ask_timeout, store, auth)
     return _run_uvicorn(app, host=host, port=port, workers=1, logs=logs, path=shown)
 
 
@@ -139,9 +152,14 @@ def _worker_app() -> McpApp | ASGIApp:
     env = os.environ
     hosts = [h for h in env.get(_HOSTS_ENV, "").split(",") if h]
     target = env[_TARGET_ENV]
+    auth = None
+    if env.get(_AUTH_ENV):
+        from mrtr.auth import AuthSettings
+
+        auth = AuthSettings.from_json(env[_AUTH_ENV])
     return _app(load_target(target), parse_keys(env[KEYS_ENV]),
                 env.get(_PATH_ENV, "/mcp"), hosts, env.get(_WORKER_ENV) == "1",
-                float(env.get(_ASK_TIMEOUT_ENV, ASK_TIMEOUT)), env.get(ENV_STORE) or None)
+                float(env.get(_ASK_TIMEOUT_ENV, ASK_TIMEOUT)), env.get(ENV_STORE) or None, auth)
 
 
 def _check_settings(port: int, workers: int, path: str, ask_timeout: float) -> None:
@@ -182,10 +200,16 @@ def _endpoint(app: ASGIApp) -> str:
 
 def _app(obj: Server | Dispatcher | ASGIApp, keys: Sequence[bytes] | None,
          path: str, hosts: Sequence[str], expose_worker: bool,
-         ask_timeout: float = ASK_TIMEOUT, store: str | None = None) -> McpApp | ASGIApp:
+         ask_timeout: float = ASK_TIMEOUT, store: str | None = None,
+         auth: AuthSettings | None = None) -> McpApp | ASGIApp:
     if isinstance(obj, Server | Dispatcher):
+        guard = None
+        if auth is not None:
+            from mrtr.auth import ResourceServer  # only a server with auth loads JWT and httpx
+
+            guard = ResourceServer(auth)
         return McpApp(with_store(with_keys(obj, keys), store), path=path, allowed_hosts=hosts,
-                      expose_worker=expose_worker, ask_timeout=ask_timeout)
+                      expose_worker=expose_worker, ask_timeout=ask_timeout, authenticator=guard)
     if isinstance(obj, McpApp) and keys:
         obj.dispatcher = with_keys(obj.dispatcher, keys)  # states must open in every worker
     if isinstance(obj, McpApp):

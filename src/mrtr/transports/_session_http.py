@@ -93,7 +93,7 @@ class SessionEndpoint:
         if not isinstance(message, dict | list) or _has_modern_meta(message):
             await _reply_error(exchange, fallback or ParseError("Parse error: invalid JSON"))
             return
-        peer = Peer(principal=principal, transport="http")
+        peer = self.app.peer_for(principal)  # scopes from the authenticator, as for 2026
         if isinstance(message, dict) and message.get("method") == "initialize" and "id" in message:
             session, reply = self.server.initialize(message, peer)
             extra = [(b"mcp-session-id", session.id.encode())] if session is not None else []

@@ -1,0 +1,116 @@
+"""AuthSettings: how a resource server checks tokens, from code, the environment or the CLI."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from urllib.parse import urlsplit
+
+import msgspec
+
+__all__ = ["ENV", "AuthSettings"]
+
+ENV = {  # environment variable -> field; lists are separated by spaces or commas
+    "MRTR_AUTH_ISSUER": "issuer",
+    "MRTR_AUTH_AUDIENCE": "audience",
+    "MRTR_AUTH_SCOPES": "scopes",
+    "MRTR_AUTH_RESOURCE": "resource",
+    "MRTR_AUTH_JWKS_URI": "jwks_uri",
+    "MRTR_AUTH_INTROSPECTION_URL": "introspection_url",
+    "MRTR_AUTH_CLIENT_ID": "client_id",
+    "MRTR_AUTH_CLIENT_SECRET": "client_secret",
+}
+_LISTS = ("audience", "scopes")
+_SCOPE = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+$")  # RFC 6749 scope-token (NQCHAR)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuthSettings:
+    """The authorization server a resource server trusts, and what its tokens must say.
+
+    `audience` defaults to the resource URL: the configured `resource`, else the URL each
+    request reached the MCP endpoint at. `scopes` are needed on every request. `jwks_uri`
+    defaults to the one in the issuer's metadata. `introspection_url` (RFC 7662, with
+    `client_id`/`client_secret`) checks tokens that are not JWTs. `token_cache` > 0 remembers
+    accepted tokens that long (never past `exp`) instead of checking each request; in seconds,
+    as are the other times.
+    Raises ValueError for a URL that is not https (http only on a loopback host).
+    """
+
+    issuer: str | None = None
+    audience: tuple[str, ...] = ()
+    scopes: tuple[str, ...] = ()
+    resource: str | None = None
+    jwks_uri: str | None = None
+    introspection_url: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    leeway: float = 30.0
+    timeout: float = 5.0
+    jwks_max_age: float = 3600.0
+    jwks_min_refresh: float = 30.0
+    resource_name: str | None = None
+    token_cache: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("issuer", "resource", "jwks_uri", "introspection_url"):
+            url = getattr(self, name)
+            if url is not None:
+                _check_url(name, url)
+        for scope in self.scopes:
+            if not _SCOPE.match(scope):
+                raise ValueError(f"scope {scope!r} is not an RFC 6749 scope token")
+        if self.introspection_url and not (self.client_id and self.client_secret):
+            raise ValueError("introspection_url needs client_id and client_secret")
+        if self.introspection_url and not self.issuer:
+            raise ValueError("introspection_url needs issuer")
+        if not 0 <= self.token_cache <= 3600:
+            raise ValueError(f"token_cache must be 0..3600 seconds, got {self.token_cache}")
+        if not 0 < self.timeout <= 60:
+            raise ValueError(f"timeout must be 0..60 seconds, got {self.timeout}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], **overrides: object) -> AuthSettings | None:
+        """Settings from MRTR_AUTH_* variables, then `overrides` that are not None.
+
+        None when neither names an issuer nor an introspection URL (auth off).
+        """
+        values: dict[str, object] = {}
+        for var, name in ENV.items():
+            if environ.get(var):
+                text = environ[var]
+                values[name] = tuple(text.replace(",", " ").split()) if name in _LISTS else text
+        values.update({k: v for k, v in overrides.items() if v is not None and v != ()})
+        if not values.get("issuer") and not values.get("introspection_url"):
+            return None
+        return cls(**values)  # type: ignore[arg-type]
+
+    def to_json(self) -> str:
+        """For worker processes (`from_json` reads it back)."""
+        return msgspec.json.encode(asdict(self)).decode()
+
+    @classmethod
+    def from_json(cls, text: str) -> AuthSettings:
+        values = msgspec.json.decode(text)
+        return cls(**{k: tuple(v) if k in _LISTS else v  # type: ignore[arg-type]
+                      for k, v in values.items()})
+
+
+def _check_url(name: str, url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return
+    if parts.scheme == "http" and parts.hostname and _loopback(parts.hostname):
+        return
+    raise ValueError(f"{name} must be an https URL (http only on a loopback host), got {url!r}")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
