@@ -58,8 +58,9 @@ def mcp1_python() -> Path:
 
 
 def mrtr_call(*args: str) -> pexpect.spawn:
+    env = {**os.environ, "TERM": "dumb"}  # the line forms these expectations read
     child = pexpect.spawn(sys.executable, ["-c", LAUNCH, "call", *args], cwd=str(ROOT),
-                          encoding="utf-8", timeout=30)
+                          encoding="utf-8", timeout=30, env=env)
     return child
 
 

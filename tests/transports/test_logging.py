@@ -50,10 +50,13 @@ def captured() -> Iterator[io.StringIO]:
     handler.addFilter(RequestContext())
     handler.setFormatter(JsonFormatter())
     tool_log.addHandler(handler)
+    level = tool_log.level
+    tool_log.setLevel(logging.INFO)  # whatever level an earlier test left on the root logger
     try:
         yield stream
     finally:
         tool_log.removeHandler(handler)
+        tool_log.setLevel(level)
 
 
 def handle(dispatcher: Dispatcher, body: dict[str, object], principal: str) -> dict[str, object]:

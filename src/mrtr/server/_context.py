@@ -10,7 +10,7 @@ import inspect
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import msgspec
 
@@ -51,6 +51,7 @@ from mrtr.server._asks import (
 from mrtr.server._forms import Confirmation, FormInvalid, render_form, validate_against_schema
 from mrtr.server._journal import FlowState
 from mrtr.server._peer import NotificationSink, Peer, Principal
+from mrtr.server._task_hooks import StartTask, TaskHooks
 
 if TYPE_CHECKING:
     from mrtr.server._ledger import Ledger
@@ -63,18 +64,6 @@ T = TypeVar("T")
 
 _LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 _ACCEPTED: dict[str, JSON] = {"action": "accept"}
-
-
-class StartTask(BaseException):  # noqa: N818 - control flow, like Suspend
-    """`ctx.begin_task()` in a task tool's MRTR phase: the rest of the handler runs as a task."""
-
-
-class TaskHooks(Protocol):
-    """What a Context of a task tool tells the task runner."""
-
-    async def begin(self) -> None: ...
-
-    async def status(self, message: str) -> None: ...
 
 
 class Context:
