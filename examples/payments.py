@@ -35,7 +35,9 @@ async def pay(ctx: Context, invoice: str, amount: int) -> str:
                                          token=ctx.idempotency_key("charge"))
         return f"R-{invoice}-{count}"
 
+    await ctx.report_progress(1, 2, "Charging")  # streamed (SSE) when the call asked for it
     receipt = await ctx.once("charge", charge)
+    await ctx.report_progress(2, 2, "Charged")
     return f"Paid {amount} EUR for invoice {invoice}: receipt {receipt}."
 
 

@@ -132,6 +132,21 @@ async def drive(run: Run, kill: Callable[[], None]) -> None:
             await asyncio.gather(*(count(n) for n in range(start, min(FLOWS, start + CONCURRENCY))))
 
 
+def progress_streams_through(url: str) -> None:
+    """A final round that asks for progress comes back as SSE through nginx, events in order."""
+    args = {"invoice": "SSE-1", "amount": 12}
+    with httpx.Client(timeout=30) as client:
+        first = client.post(url, **post_args(call("pay", args, id="s1"))).json()
+        final = call("pay", args, id="s2", requestState=first["result"]["requestState"],
+                     inputResponses=CONFIRM, extra_meta={"progressToken": "sse"})
+        reply = client.post(url, **post_args(final))
+    assert reply.headers["content-type"].startswith("text/event-stream")
+    events = [line for line in reply.text.splitlines() if line.startswith("data: ")]
+    assert [("notifications/progress" in e, '"result"' in e) for e in events] == [
+        (True, False), (True, False), (False, True)], reply.text
+    assert "receipt R-SSE-1-1" in events[-1]
+
+
 def check(run: Run, elapsed: float) -> None:
     executions = {n: int(text.rsplit("-", 1)[1].rstrip(".")) for n, text in run.receipts.items()}
     doubled = sorted(n for n, count in executions.items() if count > 1)
@@ -162,6 +177,7 @@ def test_13_scale_out_behind_nginx_with_a_replica_killed(tmp_path: Path) -> None
         started = time.monotonic()
         asyncio.run(asyncio.wait_for(drive(run, lambda: replicas.kill_and_restart(1)), 420))
         check(run, time.monotonic() - started)
+        progress_streams_through(run.url)
     except AssertionError:
         for log in sorted(tmp_path.glob("replica*.log")):
             print(log.name, log.read_text()[-3000:])
