@@ -12,7 +12,6 @@ import asyncio
 import base64
 import hashlib
 import secrets
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
@@ -20,8 +19,9 @@ from urllib.parse import parse_qs, urlencode
 
 import jwt
 import msgspec
-import uvicorn
 from cryptography.hazmat.primitives.asymmetric import ec
+
+from tests.transports.conftest import LiveServer
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -47,31 +47,17 @@ class AuthServer:
         self.codes: dict[str, dict[str, str]] = {}
         self.refresh: dict[str, dict[str, str]] = {}
         self.issuer = ""
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server: LiveServer | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
     def __enter__(self) -> AuthServer:
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, loop="asyncio", http="h11",
-                                log_level="warning", access_log=False, lifespan="off",
-                                interface="asgi3",
-                                timeout_graceful_shutdown=1)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the test authorization server did not start")
-            time.sleep(0.02)
-        port = self._server.servers[0].sockets[0].getsockname()[1]
-        self.issuer = f"http://127.0.0.1:{port}{self.path}"
+        self._server = LiveServer(self.app, lifespan="off", http="h11", interface="asgi3").__enter__()
+        self.issuer = f"{self._server.url}{self.path}"
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._server is not None and self._thread is not None
-        self._server.should_exit = True
-        self._thread.join(10)
+        assert self._server is not None
+        self._server.__exit__(*exc)
 
     # -- keys and tokens -------------------------------------------------------------------------
     def rotate(self, *, keep: int = 1) -> str:

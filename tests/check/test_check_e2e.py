@@ -33,21 +33,17 @@ def statuses(report: Report, status: str) -> set[str]:
     return {f.rule for f in report.findings if f.status == status}
 
 
-def serve(app: object) -> LiveServer:
-    return LiveServer(app, free_port())  # type: ignore[arg-type]
-
-
 def test_every_defect_is_named_and_nothing_else_fails() -> None:
     assert set(BROKEN) == set(DEFECTS)
     for defect, rule in BROKEN.items():
-        with serve(App(defect)) as server:
+        with LiveServer(App(defect)) as server:
             report = check(Options(server.url, call_tools=True))
         assert statuses(report, "fail") == {rule}, (defect, report.findings)
 
 
 def test_the_clean_twin_passes_every_rule_expiry_included() -> None:
     app = App(ttl=0.5)
-    with serve(app) as server:
+    with LiveServer(app) as server:
         report = check(Options(server.url, call_tools=True, wait=1.0))
     assert not statuses(report, "fail") | statuses(report, "warn"), report.findings
     for rule in ("sealed.tamper", "sealed.integrity", "sealed.bound-arguments",
@@ -59,7 +55,7 @@ def test_the_clean_twin_passes_every_rule_expiry_included() -> None:
 
 def test_tools_are_only_called_when_allowed() -> None:
     app = App()
-    with serve(app) as server:
+    with LiveServer(app) as server:
         report = check(Options(server.url))
         assert app.server.calls == 0
         assert "sealed.tamper" in statuses(report, "skip")
@@ -68,7 +64,7 @@ def test_tools_are_only_called_when_allowed() -> None:
 
 
 def test_budget_and_unreachable_servers_end_in_a_report() -> None:
-    with serve(App()) as server:
+    with LiveServer(App()) as server:
         report = check(Options(server.url, call_tools=True, max_requests=4))
     assert report.requests == 4
     assert "sealed.tamper" in statuses(report, "skip")
@@ -79,7 +75,7 @@ def test_budget_and_unreachable_servers_end_in_a_report() -> None:
 @pytest.mark.parametrize("module", ["examples.bookings", "examples.conformance.server"])
 def test_mrtr_own_fixtures_pass(module: str) -> None:
     app = importlib.import_module(module).app
-    with LiveServer(McpApp(Dispatcher(app)), free_port()) as server:
+    with LiveServer(McpApp(Dispatcher(app))) as server:
         report = check(Options(server.url + "/mcp", call_tools=True, max_requests=500))
     assert not statuses(report, "fail") | statuses(report, "warn"), report.findings
     assert {"sealed.tamper", "sealed.bound-arguments", "stateless.fresh-connection",
@@ -98,7 +94,7 @@ def test_stdio_targets(defects: list[str]) -> None:
 
 @pytest.fixture
 def defective() -> Iterator[str]:
-    with serve(App("unsigned")) as server:
+    with LiveServer(App("unsigned")) as server:
         yield server.url
 
 

@@ -5,15 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import stat
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pexpect  # type: ignore[import-untyped]
 import pytest
-import uvicorn
 
 from mrtr.cli._auth_args import add_auth_options, auth_from, default_token_file
 from mrtr.client.auth import FileTokenStorage, MemoryTokenStorage
@@ -22,6 +19,7 @@ from mrtr.transports import McpApp
 from tests.cli import app as cli_app
 from tests.cli.test_call import fill_return_form, spawn
 from tests.client.auth.authserver import AuthServer, LiveAS, authenticator_for
+from tests.transports.conftest import LiveServer
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -72,26 +70,16 @@ class LiveMcp:
     def __init__(self, server: AuthServer) -> None:
         self.auth_server = server
         self.app = McpApp(Dispatcher(cli_app.app))
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, loop="asyncio",
-                                log_level="warning", access_log=False, lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.live = LiveServer(self.app)
         self.url = ""
 
     def __enter__(self) -> LiveMcp:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline and self.thread.is_alive()
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}/mcp"
+        self.url = f"{self.live.__enter__().url}/mcp"
         self.app.authenticator = authenticator_for(self.auth_server, self.url)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        self.live.__exit__(*exc)
 
 
 @pytest.fixture()

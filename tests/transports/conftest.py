@@ -101,13 +101,18 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """uvicorn (httptools) serving an McpApp on 127.0.0.1 in a background thread."""
+    """uvicorn serving any ASGI app on 127.0.0.1 in a background thread.
 
-    def __init__(self, app: McpApp, port: int) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=port, loop="asyncio",
-                                http="httptools", log_level="warning", access_log=False,
-                                lifespan="on", timeout_graceful_shutdown=2)
-        self.server = uvicorn.Server(config)
+    `port=0` takes a free port from the OS; `port` and `url` are the real ones once entered.
+    `config` overrides uvicorn.Config keywords (http, lifespan, interface, ...).
+    """
+
+    def __init__(self, app: Any, port: int = 0, **config: Any) -> None:
+        options = {"loop": "asyncio", "http": "httptools", "log_level": "warning",
+                   "access_log": False, "lifespan": "on", "timeout_graceful_shutdown": 2,
+                   **config}  # uvicorn.Config keywords
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, **options))
+        self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -118,6 +123,8 @@ class LiveServer:
             if time.monotonic() > deadline or not self.thread.is_alive():
                 raise RuntimeError("uvicorn did not start")
             time.sleep(0.02)
+        self.port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
         return self
 
     def __exit__(self, *exc: object) -> None:

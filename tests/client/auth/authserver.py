@@ -12,15 +12,15 @@ import base64
 import hashlib
 import json
 import secrets
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 import jwt
-import uvicorn
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.transports.conftest import LiveServer
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -252,22 +252,11 @@ class LiveAS:
 
     def __init__(self, server: AuthServer | None = None) -> None:
         self.app = server or AuthServer()
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=0, loop="asyncio",
-                                log_level="warning", access_log=False, lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.live = LiveServer(self.app)
 
     def __enter__(self) -> AuthServer:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.app.base = f"http://127.0.0.1:{port}"
+        self.app.base = self.live.__enter__().url
         return self.app
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        self.live.__exit__(*exc)
