@@ -44,7 +44,7 @@ def test_in_process_a_task_and_mrtr_rounds_give_the_same_report() -> None:
 
 
 @pytest.mark.slow
-def test_over_http_workers_any_process_serves_the_polls() -> None:
+def test_over_http_workers_the_task_is_followed_to_its_report() -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     server = spawn_cli("serve", "examples.report:app", "--port", str(port), "--workers", "2")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus, StoreUnavailable
-from mrtr.stores._worker import Worker
+from mrtr.stores._worker import Worker, settle
 
 __all__ = ["SQLiteStore"]
 
@@ -307,13 +307,8 @@ class SQLiteStore:
 
 
 def _settle(jobs: list[_Job], outcomes: list[_Outcome]) -> None:
-    for (_, future), (value, error) in zip(jobs, outcomes, strict=True):
-        if future.done():  # the caller timed out
-            continue
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
+    settle([(future, value, error)
+            for (_, future), (value, error) in zip(jobs, outcomes, strict=True)])
 
 
 def _checkpoint(db: sqlite3.Connection) -> None:

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["Worker"]
+__all__ = ["settle", "Worker"]
 
 T = TypeVar("T")
 _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
@@ -65,16 +65,17 @@ def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
                 done.setdefault(loop, []).append((future, None, exc))
         for loop, results in done.items():
             try:
-                loop.call_soon_threadsafe(_settle, results)
+                loop.call_soon_threadsafe(settle, results)
             except RuntimeError:  # the loop closed: nobody awaits these any more
                 pass
         if stopping:
             return
 
 
-def _settle(results: list[_Done]) -> None:
+def settle(results: list[_Done]) -> None:
+    """Hand each waiting future its value or exception (on the loop that owns the futures)."""
     for future, value, exc in results:
-        if future.cancelled():  # the caller timed out
+        if future.done():  # the caller timed out (cancelled), or another path settled it
             continue
         if exc is not None:
             future.set_exception(exc)
