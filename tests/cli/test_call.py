@@ -8,11 +8,10 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pexpect  # type: ignore[import-untyped]
 import pytest
 
@@ -196,30 +195,6 @@ def test_cancelling_by_eof_exits_3_with_the_servers_text_issue19() -> None:
 
 
 # -- exit statuses, --json, HTTP targets, --header, --sampler, --root (#20 M10, M10b) ------------
-
-@pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
-    """`mrtr serve tests.cli.app:app` on a free 127.0.0.1 port."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mrtr.cli", "serve", "tests.cli.app:app", "--port", str(port)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                httpx.get(url, timeout=0.5)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("mrtr serve did not start") from None
-                time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
 
 @pytest.fixture(params=["stdio", "http"])
 def target(request: pytest.FixtureRequest) -> list[str]:

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 
-import httpx
 import pytest
 from rich.console import Console
 
 from mrtr.cli._progress import ProgressBar
-from tests.cli.tty import ROOT, SERVER, Tty, check_capture
-from tests.client.rogue import free_port
+from tests.cli.tty import SERVER, Tty, check_capture
 
 
 @pytest.mark.slow
@@ -47,29 +41,6 @@ def test_server_text_in_the_bar_is_escaped_and_never_markup_issue18() -> None:
     bar(1, 4, "[b]x\x1b]0;t\x07")
     bar.close()
     assert "[b]x\\x1b]0;t\\x07" in out.getvalue() and "25%" in out.getvalue()
-
-
-@pytest.fixture()
-def http_url() -> Iterator[str]:
-    """`mrtr serve tests.cli.app:app` on a free 127.0.0.1 port."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mrtr.cli", "serve", "tests.cli.app:app", "--port", str(port)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                httpx.get(url, timeout=0.5)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline and proc.poll() is None, "no server"
-                time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.mark.slow
