@@ -51,7 +51,8 @@ class AuthServer:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def __enter__(self) -> AuthServer:
-        self._server = LiveServer(self.app, lifespan="off", http="h11", interface="asgi3").__enter__()
+        live = LiveServer(self.app, lifespan="off", http="h11", interface="asgi3")
+        self._server = live.__enter__()
         self.issuer = f"{self._server.url}{self.path}"
         return self
 
