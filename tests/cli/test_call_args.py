@@ -8,7 +8,7 @@ import json
 import pytest
 
 from mrtr.cli._call_args import parse_arguments
-from tests.cli.test_call import SERVER, cli, http_url, target  # noqa: F401 - fixtures
+from tests.cli.test_call import SERVER, cli, target  # noqa: F401 - fixture
 
 SIGN_UP = {"type": "object", "properties": {
     "team": {"enum": ["red", "blue"]}, "code": {"type": "string"},

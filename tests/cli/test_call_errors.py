@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.cli.test_call import SERVER, cli, http_url  # noqa: F401 - fixture
+from tests.cli.test_call import SERVER, cli
 from tests.client.rogue import free_port
 
 PY = shlex.quote(sys.executable)
