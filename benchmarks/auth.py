@@ -17,8 +17,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from benchmarks.server import app
 from mrtr.auth import AuthSettings, JWTVerifier, KeySet, Principal, ResourceServer
+from mrtr.http import McpApp
 from mrtr.server import Dispatcher
-from mrtr.transports import McpApp
 
 ISSUER = "https://issuer.bench.invalid"
 AUDIENCE = "mrtr-bench"

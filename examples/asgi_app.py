@@ -15,8 +15,9 @@ import os
 from collections.abc import Mapping
 
 from mrtr import Context, Server
+from mrtr.errors import Unauthorized
+from mrtr.http import McpApp
 from mrtr.server import Dispatcher, Sealer, parse_keys
-from mrtr.transports import McpApp, Unauthorized
 
 app = Server("accounts", version="1.0.0")
 

@@ -14,8 +14,8 @@ import os
 
 from mrtr import Context, Server
 from mrtr.auth import AuthSettings, ResourceServer
+from mrtr.http import McpApp
 from mrtr.server import Dispatcher
-from mrtr.transports import McpApp
 
 app = Server("notes", version="1.0.0")
 NOTES: dict[str, dict[str, str]] = {}  # subject -> title -> text

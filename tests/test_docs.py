@@ -162,10 +162,10 @@ def private_imports(text: str) -> list[str]:
 
 
 def test_18_the_private_import_check_finds_them() -> None:
-    old = "from mrtr.transports._http_client import HTTPTransport\nimport mrtr.server._x\n"
-    assert private_imports(old) == ["mrtr.transports._http_client", "mrtr.server._x"]
-    assert private_imports("`TAIL` (from `mrtr.transports._stdio_client`)") == [
-        "mrtr.transports._stdio_client"]
+    old = "from mrtr.client.transports._http import HTTPTransport\nimport mrtr.server._x\n"
+    assert private_imports(old) == ["mrtr.client.transports._http", "mrtr.server._x"]
+    assert private_imports("`TAIL` (from `mrtr.client.transports._stdio`)") == [
+        "mrtr.client.transports._stdio"]
     assert private_imports("from mrtr.transports import HTTPTransport") == []
     assert private_imports("survived mrtr.server._sealing.x__b64decode__mutmut_5") == []
 

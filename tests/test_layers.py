@@ -35,8 +35,8 @@ RULES = {
 # server and the client must load without the transports; the import runs only when called.
 # `if TYPE_CHECKING:` imports of the same modules are allowed too (no run-time import).
 ENTRY_POINTS = {
-    "server/_registry.py": {"mrtr.transports._launch"},
-    "client/_transport.py": {"mrtr.transports._connect"},
+    "server/_registry.py": {"mrtr.serving._launch"},
+    "client/transports/_base.py": {"mrtr.client.transports._targets"},
 }
 
 
@@ -115,9 +115,9 @@ def test_public_api_sorted_and_owned(module: str) -> None:
 
 
 def test_18_entry_point_imports_are_deferred_and_nothing_else_goes_up() -> None:
-    # A module-level `from mrtr.transports._launch import run` in the server would be caught.
-    tree = ast.parse("from mrtr.transports._launch import run\n"
-                     "def f():\n    from mrtr.transports._launch import run\n")
+    # A module-level `from mrtr.serving._launch import run` in the server would be caught.
+    tree = ast.parse("from mrtr.serving._launch import run\n"
+                     "def f():\n    from mrtr.serving._launch import run\n")
     assert [deferred for _, deferred in _imports(tree)] == [False, True]
     code = ("import sys, mrtr, mrtr.server, mrtr.client; "
             "print(','.join(m for m in sys.modules if m.startswith('mrtr.transports')))")
@@ -129,7 +129,7 @@ def test_a_server_process_never_loads_the_client_stack() -> None:
     # `mrtr serve` and every worker import the server side only: httpx and the client stack
     # cost about 4 MiB of RSS per process (docs/performance.md).
     code = ("import sys; from mrtr.transports import McpApp, serve_stdio; "
-            "import mrtr.transports._serve, mrtr.cli._serve_cli; "
+            "import mrtr.serving._serve, mrtr.cli._serve_cli; "
             "loaded = [m for m in ('httpx', 'pygments', 'mrtr.client') if m in sys.modules]; "
             "print(','.join(loaded))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

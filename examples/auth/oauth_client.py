@@ -10,9 +10,8 @@ import asyncio
 import sys
 from pathlib import Path
 
-from mrtr.client import Client
+from mrtr.client import Client, HTTPTransport
 from mrtr.client.auth import FileTokenStorage, LoopbackRedirect, OAuth, RedirectHandler
-from mrtr.transports import HTTPTransport
 
 
 async def main(url: str, redirect: RedirectHandler, token_file: Path) -> list[str]:

@@ -9,9 +9,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from mrtr.client import Client, Handlers
+from mrtr.client import Client, Handlers, HTTPTransport
 from mrtr.protocol import ElicitRequestParams, ElicitResult, ElicitValue, TextContent
-from mrtr.transports import HTTPTransport
 
 ANSWERS: dict[str, ElicitValue] = {"reason": "broken", "email": "ann@example.com", "boxes": 2,
                                    "pickup_date": "2026-08-03", "confirm": True}

@@ -9,9 +9,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from mrtr.client import Client
+from mrtr.client import Client, HTTPTransport
 from mrtr.protocol import CallToolResult, ClientCapabilities, ElicitResult, TextContent
-from mrtr.transports import HTTPTransport
 
 # No handlers answer in manual mode, so say what this program will answer itself: without it
 # the client declares nothing and the server refuses to ask (-32021).

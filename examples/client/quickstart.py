@@ -9,9 +9,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from mrtr.client import Client, Handlers
+from mrtr.client import Client, Handlers, HTTPTransport
 from mrtr.protocol import ElicitRequestParams, ElicitResult, TextContent
-from mrtr.transports import HTTPTransport
 
 # What this script can answer, by field name. A real UI would ask a person instead.
 KNOWN = {"reason": "broken", "email": "ann@example.com", "boxes": 2,

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from mrtr.client import Client, Handlers, Mode
+from mrtr.client import Client, Handlers, HTTPTransport, Mode
 from mrtr.client.auth import (
     ClientInfo,
     DPoP,
@@ -33,7 +33,6 @@ from mrtr.protocol import (
     Root,
     TextContent,
 )
-from mrtr.transports import HTTPTransport
 
 log = logging.getLogger("conformance-client")
 

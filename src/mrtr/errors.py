@@ -14,6 +14,8 @@ from typing import ClassVar
 import msgspec
 
 __all__ = [
+    "AuthUnavailable",
+    "Forbidden",
     "from_wire",
     "HeaderMismatch",
     "InsufficientScope",
@@ -26,6 +28,8 @@ __all__ = [
     "MrtrError",
     "ParseError",
     "ProtocolError",
+    "TransportError",
+    "Unauthorized",
     "UnsupportedProtocolVersion",
 ]
 
@@ -34,6 +38,33 @@ JSONValue = object
 
 class MrtrError(Exception):
     """Base of every error mrtr raises."""
+
+
+class TransportError(MrtrError):
+    """A client transport failed: connection refused, server exited, not MCP, broken stream."""
+
+
+class Unauthorized(MrtrError):  # noqa: N818 - reads as the HTTP status it maps to
+    """Raised by an authenticator: the request gets 401 with `WWW-Authenticate`."""
+
+    status: ClassVar[int] = 401
+
+    def __init__(self, message: str = "Unauthorized", *, challenge: str = "Bearer") -> None:
+        super().__init__(message)
+        self.message = message
+        self.challenge = challenge  # "" sends no WWW-Authenticate
+
+
+class Forbidden(Unauthorized):
+    """The token is valid but lacks a scope: 403 with `WWW-Authenticate` (insufficient_scope)."""
+
+    status = 403
+
+
+class AuthUnavailable(Unauthorized):
+    """The authorization server cannot be reached to check a token: 503, retry later."""
+
+    status = 503
 
 
 class ProtocolError(MrtrError):

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from mrtr.auth import AuthSettings, ResourceServer
+from mrtr.http import McpApp
 from mrtr.server import Context, Dispatcher, Form, Principal, Server
-from mrtr.transports import McpApp
 from tests.auth.authserver import AuthServer
 from tests.transports.conftest import call, post_args, run
 

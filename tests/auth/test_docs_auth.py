@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
+from mrtr.http import McpApp
 from mrtr.server import Dispatcher
-from mrtr.transports import McpApp
 from tests.auth.conftest import secure_app, send
 from tests.transports.conftest import call, post_args, run
 

@@ -10,8 +10,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from mrtr.auth import ResourceServer
+from mrtr.http import McpApp
 from mrtr.server import Dispatcher
-from mrtr.transports import McpApp
 from tests.auth.authserver import AuthServer
 from tests.auth.conftest import RESOURCE, guarded, secure_app, send, settings, tool
 from tests.transports.conftest import call, request

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from mrtr.cli import main
-from mrtr.transports import McpApp
+from mrtr.http import McpApp
 from tests.auth.authserver import AuthServer
 from tests.transports.conftest import ROOT, call, cli_env, free_port, post_args, spawn_cli, stop
 
@@ -102,7 +102,7 @@ def test_15_auth_with_stdio_is_refused(capsys: pytest.CaptureFixture[str]) -> No
 def test_15_workers_get_the_auth_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     from mrtr.auth import AuthSettings, ResourceServer
     from mrtr.server import generate_key
-    from mrtr.transports import _serve
+    from mrtr.serving import _serve
 
     settings = AuthSettings(issuer="https://login.example.com", scopes=("notes:read",))
     monkeypatch.setenv("MRTR_SERVE_TARGET", "examples.auth_server:app")

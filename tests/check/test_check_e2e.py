@@ -14,8 +14,8 @@ import pytest
 
 from mrtr.check import Options, Report, run
 from mrtr.cli import main
+from mrtr.http import McpApp
 from mrtr.server import Dispatcher
-from mrtr.transports import McpApp
 from tests.check.defects import DEFECTS, App
 from tests.transports.conftest import LiveServer, free_port
 

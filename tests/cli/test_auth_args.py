@@ -14,8 +14,8 @@ import pytest
 
 from mrtr.cli._auth_args import add_auth_options, auth_from, default_token_file
 from mrtr.client.auth import FileTokenStorage, MemoryTokenStorage
+from mrtr.http import McpApp
 from mrtr.server import Dispatcher
-from mrtr.transports import McpApp
 from tests.cli import app as cli_app
 from tests.cli.test_call import fill_return_form, spawn
 from tests.client.auth.authserver import AuthServer, LiveAS, authenticator_for

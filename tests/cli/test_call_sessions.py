@@ -14,8 +14,8 @@ import pexpect  # type: ignore[import-untyped]
 import pytest
 
 from examples import bookings
+from mrtr.http import McpApp
 from mrtr.server import Dispatcher
-from mrtr.transports import McpApp
 from tests.transports.conftest import LiveServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from mrtr.client import Client, Handlers
-from mrtr.transports._http_client import HTTPTransport
+from mrtr.client.transports._http import HTTPTransport
 
 JSONDict = dict[str, Any]
 VERSION = "2026-07-28"

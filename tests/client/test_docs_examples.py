@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from mrtr.client import Client
+from mrtr.client.transports._http import HTTPTransport
 from mrtr.errors import MissingRequiredClientCapability
-from mrtr.transports._http_client import HTTPTransport
 from tests.client.rogue import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,9 +16,9 @@ import msgspec
 import pytest
 
 from mrtr.client import Client, Handlers, NotificationSink
+from mrtr.client.transports._http import HTTPTransport
+from mrtr.client.transports._stdio import StdioTransport
 from mrtr.protocol import ElicitRequestParams, ElicitResult, RequestId, TextContent
-from mrtr.transports._http_client import HTTPTransport
-from mrtr.transports._stdio_client import StdioTransport
 from tests.client.rogue import free_port
 from tests.client.test_examples_e2e import HANDLERS, SCENARIOS, run_flow
 

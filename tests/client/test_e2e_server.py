@@ -7,10 +7,10 @@ import asyncio
 import httpx
 
 from mrtr.client import Client, Handlers
+from mrtr.client.transports._http import HTTPTransport
+from mrtr.http._app import McpApp
 from mrtr.protocol import ElicitRequestParams, ElicitResult, TextContent
 from mrtr.server import Dispatcher
-from mrtr.transports._asgi import McpApp
-from mrtr.transports._http_client import HTTPTransport
 from tests.cli.app import app
 
 

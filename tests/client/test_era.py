@@ -11,10 +11,10 @@ import pytest
 from mrtr.client import Client
 from mrtr.client._era import Era, speaks_modern
 from mrtr.client._handlers import Handlers
+from mrtr.client.transports._http import HTTPTransport
+from mrtr.http._app import McpApp
 from mrtr.protocol import Implementation
 from mrtr.server import Dispatcher
-from mrtr.transports._asgi import McpApp
-from mrtr.transports._http_client import HTTPTransport
 from tests.cli.app import app
 
 

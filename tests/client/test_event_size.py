@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrtr.client import TransportError
-from mrtr.transports._http_client import EventSize
+from mrtr.client.transports._http import EventSize
 
 LINE_END = st.sampled_from([b"\n", b"\r\n", b"\r"])
 LINE = st.binary(max_size=12).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b""))

@@ -16,6 +16,8 @@ import httpx
 import pytest
 
 from mrtr.client import Client, Handlers
+from mrtr.client.transports._http import HTTPTransport
+from mrtr.client.transports._stdio import StdioTransport
 from mrtr.protocol import (
     CreateMessageRequestParams,
     CreateMessageResult,
@@ -24,8 +26,6 @@ from mrtr.protocol import (
     Root,
     TextContent,
 )
-from mrtr.transports._http_client import HTTPTransport
-from mrtr.transports._stdio_client import StdioTransport
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}

@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 import pytest
 
 from mrtr.client import Client, ClientLimits, ListTooLong, Transport, TransportError
-from mrtr.transports._http_client import HTTPTransport
-from mrtr.transports._stdio_client import StdioTransport
+from mrtr.client.transports._http import HTTPTransport
+from mrtr.client.transports._stdio import StdioTransport
 
 from .rogue import Rogue, serve
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from mrtr.client import Client, Handlers, VersionRefused
+from mrtr.client.transports._http import HTTPTransport
+from mrtr.client.transports._stdio import StdioTransport
 from mrtr.errors import MethodNotFound
 from mrtr.protocol import (
     CallToolResult,
@@ -22,8 +24,6 @@ from mrtr.protocol import (
     Root,
     TextContent,
 )
-from mrtr.transports._http_client import HTTPTransport
-from mrtr.transports._stdio_client import StdioTransport
 
 from .rogue import serve
 from .session_mock import SessionMock

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from mrtr.client import Client, Handlers, TransportError
+from mrtr.client.transports._stdio import TAIL, ServerExited, StdioTransport
 from mrtr.protocol import CallToolResult, ElicitRequestParams, ElicitResult, TextContent
-from mrtr.transports._stdio_client import TAIL, ServerExited, StdioTransport
 
 MOCK = [sys.executable, str(Path(__file__).with_name("stdio_mock.py"))]
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from mrtr.client import Client, ClientError, Handlers
-from mrtr.transports._http_client import HTTPTransport
+from mrtr.client.transports._http import HTTPTransport
 
 from .mocks import MockServer, client_for
 from .rogue import serve

@@ -11,7 +11,7 @@ import msgspec
 from mrtr import Server
 from mrtr.protocol import PROTOCOL_VERSION, TASKS_EXTENSION
 from mrtr.server import Dispatcher, Peer, Sealer
-from mrtr.server._task_records import TaskPolicy
+from mrtr.server.tasks._records import TaskPolicy
 from mrtr.stores import MemoryStore, Store
 
 FAST = TaskPolicy(poll_interval_ms=10, lease=0.6)

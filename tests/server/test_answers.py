@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mrtr.server import Context, Dispatcher, Peer, Sealer, Server, SessionServer
-from mrtr.server._answers import answer_key
+from mrtr.server.sessions._answers import answer_key
 from mrtr.stores import MemoryStore, SQLiteStore, Store
 
 PEER = Peer(principal=None, transport="test")

@@ -9,7 +9,12 @@ import pytest
 
 from mrtr.server import Binding, Sealer
 from mrtr.server._sealing import digest_arguments
-from mrtr.server._session import SessionInfo, Sessions, UnknownSession, session_capabilities
+from mrtr.server.sessions._session import (
+    SessionInfo,
+    Sessions,
+    UnknownSession,
+    session_capabilities,
+)
 
 KEY = bytes(range(32))
 INFO = SessionInfo(version="2025-11-25", capabilities={"sampling": {}},

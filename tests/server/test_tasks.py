@@ -7,7 +7,7 @@ from typing import Any
 
 from mrtr import Context, Form, InvalidParams, Server, ToolError
 from mrtr.protocol import TASKS_EXTENSION
-from mrtr.server._session import session_capabilities
+from mrtr.server.sessions._session import session_capabilities
 from tests.server.tasks_harness import Replica, accept, pair
 
 app = Server("tasks")

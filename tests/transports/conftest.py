@@ -18,8 +18,8 @@ import msgspec
 import pytest
 import uvicorn
 
+from mrtr.http import McpApp
 from mrtr.server import Dispatcher
-from mrtr.transports import McpApp
 from tests.transports import apps
 
 ROOT = Path(__file__).resolve().parents[2]

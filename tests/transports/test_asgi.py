@@ -14,9 +14,10 @@ import msgspec
 import pytest
 
 from mrtr import Context, Server
+from mrtr.errors import Unauthorized
+from mrtr.http import McpApp
 from mrtr.protocol import PromptMessage, SSEParser, TextContent
 from mrtr.server import Dispatcher
-from mrtr.transports import McpApp, Unauthorized
 from tests.transports import apps
 from tests.transports.conftest import VERSION, asgi_client, call, post_args, request, run
 

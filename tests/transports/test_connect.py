@@ -14,10 +14,9 @@ import pytest
 import mrtr
 from examples import bookings
 from examples.client.quickstart import ask_user
-from mrtr.client import Client, Handlers
+from mrtr.client import Client, Handlers, HTTPTransport, StdioTransport, transport_for
 from mrtr.protocol import TextContent
-from mrtr.server import Dispatcher
-from mrtr.transports import HTTPTransport, MemoryTransport, StdioTransport, transport_for
+from mrtr.server import Dispatcher, MemoryTransport
 from tests.transports.conftest import ROOT, cli_env, free_port, spawn_cli, stop, wait_ready
 
 BOOKINGS = str(ROOT / "examples" / "bookings.py")

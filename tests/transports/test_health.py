@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from mrtr.http import McpApp
 from mrtr.server import Dispatcher
 from mrtr.stores import MemoryStore, RedisStore
-from mrtr.transports import McpApp
 from tests.transports import apps
 from tests.transports.conftest import asgi_client, free_port, run
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mrtr.transports._hosts import HostCheck, split_host
+from mrtr.http._hosts import HostCheck, split_host
 
 
 @pytest.mark.parametrize("host", ["localhost", "localhost:8000", "127.0.0.1:8443",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mrtr.server import parse_keys
-from mrtr.transports._keyfile import default_key_file, read_or_create_key
+from mrtr.serving._keyfile import default_key_file, read_or_create_key
 
 
 def test_19_the_key_is_created_private_and_read_back(tmp_path: Path) -> None:

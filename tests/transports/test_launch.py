@@ -14,9 +14,9 @@ import pytest
 
 from mrtr import Context, Server
 from mrtr.server import Dispatcher, generate_key
+from mrtr.serving import ServerApp
+from mrtr.serving._launch import http_app, locate, run
 from mrtr.stores import MemoryStore
-from mrtr.transports import ServerApp
-from mrtr.transports._launch import http_app, locate, run
 from tests.transports.conftest import ROOT, call, cli_env, free_port, post_args, stop, wait_ready
 
 app = Server("launch-tests", version="1")

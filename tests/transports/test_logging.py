@@ -16,7 +16,7 @@ import msgspec
 import pytest
 
 from mrtr.server import Context, Dispatcher, Form, Peer, Server
-from mrtr.transports._logging import JsonFormatter, RequestContext, TextFormatter, log_config
+from mrtr.serving._logging import JsonFormatter, RequestContext, TextFormatter, log_config
 from tests.transports.conftest import (
     call,
     cli_env,

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from examples import bookings
+from mrtr.http import McpApp
 from mrtr.server import Dispatcher
-from mrtr.transports import McpApp
 from tests.transports.conftest import ROOT, LiveServer, cli_env, free_port
 
 MCP = "mcp==1.30.0"  # the last 1.x: speaks 2024-11-05 … 2025-11-25, never 2026-07-28

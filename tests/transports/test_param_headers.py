@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import pytest
 
 from mrtr import Header, Server
+from mrtr.http import McpApp
 from mrtr.server import Dispatcher
-from mrtr.transports import McpApp
 from tests.transports.conftest import asgi_client, call, post_args, run
 
 server = Server("params")

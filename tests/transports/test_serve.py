@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from mrtr.http import McpApp
+from mrtr.http._hosts import HostCheck
 from mrtr.server import Binding, Dispatcher, Sealer, generate_key, parse_keys
-from mrtr.transports import McpApp, _serve
-from mrtr.transports._hosts import HostCheck
-from mrtr.transports._keyfile import read_or_create_key
+from mrtr.serving import _serve
+from mrtr.serving._keyfile import read_or_create_key
 from tests.transports import apps
 
 PROBE = Binding(method="tools/call", target="greet", arguments_digest=b"", principal=None)

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import msgspec
 
+from mrtr.http import McpApp
 from mrtr.server import Dispatcher, Sealer
-from mrtr.transports import McpApp
 from tests.transports import apps
 from tests.transports.conftest import (
     LiveServer,

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from mrtr.server import Dispatcher
-from mrtr.transports import serve_stdio
+from mrtr.stdio import serve_stdio
 from tests.transports import apps
 from tests.transports.conftest import ROOT, call, cli_env, request, run
 

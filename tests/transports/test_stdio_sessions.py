@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from mrtr.server import Dispatcher
-from mrtr.transports import serve_stdio
+from mrtr.stdio import serve_stdio
 from tests.transports import apps
 from tests.transports.conftest import ROOT, cli_env, request, run
 from tests.transports.test_stdio_server import Lines, line, read_message

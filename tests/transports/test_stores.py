@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mrtr.transports._stores import store_url, with_store
+from mrtr.serving._stores import store_url, with_store
 from tests.transports.conftest import (
     call,
     cli_env,
@@ -127,7 +127,7 @@ def test_13_workers_open_the_parents_store_and_its_url_does_not_outlive_the_run(
     import os
 
     from mrtr.server import generate_key
-    from mrtr.transports import _serve
+    from mrtr.serving import _serve
 
     seen: dict[str, Any] = {}
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from mrtr.http import McpApp
 from mrtr.server import Binding, Dispatcher, Sealer, Server, generate_key, parse_keys
-from mrtr.transports import McpApp
-from mrtr.transports._target import absolute_target, load_dispatcher, load_target
+from mrtr.serving._target import absolute_target, load_dispatcher, load_target
 from tests.transports import apps
 
 PROBE = Binding(method="tools/call", target="greet", arguments_digest=b"", principal=None)

@@ -7,10 +7,10 @@ from typing import Any
 
 import httpx
 
+from mrtr.http import McpApp
 from mrtr.protocol import TASKS_EXTENSION, SSEParser
 from mrtr.server import Dispatcher
 from mrtr.stores import MemoryStore
-from mrtr.transports import McpApp
 from tests.server.test_tasks import app
 from tests.transports.conftest import asgi_client, post_args, request, run
 

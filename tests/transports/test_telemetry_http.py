@@ -30,11 +30,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 from opentelemetry.trace import SpanKind  # noqa: E402
 
-from mrtr.client import Client, Handlers  # noqa: E402
+from mrtr.client import Client, Handlers, HTTPTransport  # noqa: E402
 from mrtr.client import Telemetry as ClientTelemetry  # noqa: E402
+from mrtr.http import McpApp
 from mrtr.protocol import ElicitRequestParams, ElicitResult  # noqa: E402
 from mrtr.server import Dispatcher, Telemetry  # noqa: E402
-from mrtr.transports import HTTPTransport, McpApp  # noqa: E402
 from tests.transports import apps  # noqa: E402
 from tests.transports.conftest import (  # noqa: E402
     ROOT,
@@ -233,8 +233,8 @@ def test_the_operations_doc_setup_exports_spans(receiver: Receiver, tmp_path: Pa
 
 def test_serve_keeps_a_dispatchers_telemetry_when_it_adds_a_store_or_keys() -> None:
     from mrtr.server import generate_key, parse_keys
-    from mrtr.transports._stores import with_store
-    from mrtr.transports._target import with_keys
+    from mrtr.serving._stores import with_store
+    from mrtr.serving._target import with_keys
 
     telemetry = Telemetry(tracer_provider=memory_tracing()[0])
     own = Dispatcher(apps.app, telemetry=telemetry)

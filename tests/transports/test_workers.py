@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
+from mrtr.http import McpApp
 from mrtr.server import Dispatcher, Sealer, generate_key, parse_keys
-from mrtr.transports import McpApp
 from tests.transports import apps
 from tests.transports.conftest import (
     ROOT,

@@ -22,9 +22,9 @@ import msgspec
 from mrtr.auth._keys import AuthServerDown, KeySet
 from mrtr.auth._settings import AuthSettings
 from mrtr.auth._tokens import Introspection, InvalidToken, JWTVerifier, TokenCache, TokenVerifier
+from mrtr.errors import AuthUnavailable, Forbidden, Unauthorized
 from mrtr.protocol import CallToolRequest
 from mrtr.server import Dispatcher, Peer, Principal
-from mrtr.transports import AuthUnavailable, Forbidden, Unauthorized
 
 __all__ = ["WELL_KNOWN", "ResourceServer", "metadata_url"]
 

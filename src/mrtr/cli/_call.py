@@ -16,10 +16,10 @@ from msgspec.structs import replace
 
 from mrtr.client import Client, ClientError, Handlers, TransportError
 from mrtr.client._client import DEFAULT_TIMEOUT
+from mrtr.client.transports._http import HTTPTransport
+from mrtr.client.transports._stdio import TAIL, ServerExited, StdioTransport
 from mrtr.errors import MethodNotFound, ProtocolError
 from mrtr.protocol import UNSET, CallToolResult, Root
-from mrtr.transports._http_client import HTTPTransport
-from mrtr.transports._stdio_client import TAIL, ServerExited, StdioTransport
 
 from ._auth_args import add_auth_options, auth_from
 from ._call_args import check_sampler, check_url, is_url, no_more, parse_arguments

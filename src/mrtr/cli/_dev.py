@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run_dev(args: argparse.Namespace) -> int:
-    from mrtr.transports._target import absolute_target, load_target
+    from mrtr.serving._target import absolute_target, load_target
 
     if not args.path.startswith("/"):
         print(f"mrtr dev: --path must start with '/', got {args.path!r}", file=sys.stderr)
@@ -75,8 +75,8 @@ def _run_dev(args: argparse.Namespace) -> int:
 
 def _share_key() -> None:
     from mrtr.server import generate_key
-    from mrtr.transports._keyfile import default_key_file, read_or_create_key
-    from mrtr.transports._target import KEYS_ENV
+    from mrtr.serving._keyfile import default_key_file, read_or_create_key
+    from mrtr.serving._target import KEYS_ENV
 
     if os.environ.get(KEYS_ENV):
         return
@@ -95,8 +95,8 @@ def _serve(args: argparse.Namespace, obj: object, dirs: list[str]) -> int:
     import uvicorn
     from uvicorn.supervisors import ChangeReload
 
+    from mrtr.serving._stores import store_url
     from mrtr.stores import ENV_STORE
-    from mrtr.transports._stores import store_url
 
     config = uvicorn.Config("mrtr.cli._dev:dev_app", factory=True, host=args.host,
                             port=args.port, reload=True, reload_dirs=dirs,
@@ -116,8 +116,8 @@ def _serve(args: argparse.Namespace, obj: object, dirs: list[str]) -> int:
 
 def try_line(endpoint: str, obj: object) -> str:
     """An `mrtr call` command for the first tool, with a placeholder per required argument."""
+    from mrtr.http import McpApp
     from mrtr.server import Dispatcher, Server
-    from mrtr.transports import McpApp
 
     server = obj.dispatcher.server if isinstance(obj, McpApp) else obj
     server = server.server if isinstance(server, Dispatcher) else server
@@ -136,11 +136,11 @@ def try_line(endpoint: str, obj: object) -> str:
 
 def dev_app() -> object:
     """The uvicorn factory run in each (re)started child: everything comes from the env."""
+    from mrtr.http import McpApp
     from mrtr.server import Dispatcher, Server, parse_keys
+    from mrtr.serving._stores import with_store
+    from mrtr.serving._target import KEYS_ENV, load_target, with_keys
     from mrtr.stores import ENV_STORE
-    from mrtr.transports import McpApp
-    from mrtr.transports._stores import with_store
-    from mrtr.transports._target import KEYS_ENV, load_target, with_keys
 
     env = os.environ
     logging.basicConfig(stream=sys.stderr, level=env.get(_LEVEL_ENV, "DEBUG"),

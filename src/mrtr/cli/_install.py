@@ -86,9 +86,9 @@ def entry(target: str, env_pairs: list[str], cwd: str, *,
 
     Imports the target (it must be servable). Raises ValueError for a bad target or KEY=VALUE.
     """
+    from mrtr.http import McpApp
     from mrtr.server import Dispatcher, Server
-    from mrtr.transports import McpApp
-    from mrtr.transports._target import absolute_target, load_target
+    from mrtr.serving._target import absolute_target, load_target
 
     sys.path.insert(0, cwd)
     resolved = absolute_target(target)

@@ -105,9 +105,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from mrtr.transports._keyfile import default_key_file
-    from mrtr.transports._logging import log_config
-    from mrtr.transports._serve import serve
+    from mrtr.serving._keyfile import default_key_file
+    from mrtr.serving._logging import log_config
+    from mrtr.serving._serve import serve
 
     # This process's own lines (before uvicorn starts, or --stdio) in the chosen format too.
     logging.config.dictConfig(log_config(args.log_level, args.log_format, args.access_log))

@@ -1,4 +1,11 @@
-"""The client side: `Client`, the sans-I/O MRTR flow, input handlers and checkpoints."""
+"""The client side: `Client`, the sans-I/O MRTR flow, input handlers, checkpoints, transports."""
+
+# Design: the HTTP and stdio transports are imported on first use (PEP 562): `import mrtr.client`
+# loads neither httpx nor the subprocess code, and never the server (tests/test_layers.py).
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 from mrtr.client._client import Client
 from mrtr.client._era import Mode
@@ -25,23 +32,31 @@ from mrtr.client._stepping import ManualFlow
 from mrtr.client._tasks import Tasks
 from mrtr.client._tasks_flow import TaskCancelled, TaskFailed, TaskObserver
 from mrtr.client._telemetry import Telemetry
-from mrtr.client._transport import (
+from mrtr.client.transports._base import (
     NotificationSink,
     SessionExpired,
     SessionTransport,
     Transport,
     TransportError,
 )
+from mrtr.client.transports._targets import transport_for
+
+if TYPE_CHECKING:
+    from mrtr.client._connect import connect
+    from mrtr.client.transports._http import HTTPTransport
+    from mrtr.client.transports._stdio import TAIL, ServerExited, StdioTransport
 
 __all__ = [
     "call_flow",
     "Client",
     "ClientError",
     "ClientLimits",
+    "connect",
     "drive",
     "ElicitationHandler",
     "Fulfil",
     "Handlers",
+    "HTTPTransport",
     "InputRefused",
     "ListTooLong",
     "ManualFlow",
@@ -52,11 +67,14 @@ __all__ = [
     "RoundHook",
     "SamplingHandler",
     "Send",
+    "ServerExited",
     "SessionExpired",
     "SessionTransport",
     "Sleep",
+    "StdioTransport",
     "Step",
     "Suspended",
+    "TAIL",
     "TaskCancelled",
     "TaskFailed",
     "TaskObserver",
@@ -65,7 +83,23 @@ __all__ = [
     "TooManyInputs",
     "TooManyRounds",
     "Transport",
+    "transport_for",
     "TransportError",
     "UnexpectedResult",
     "VersionRefused",
 ]
+
+_LAZY = {"connect": "mrtr.client._connect",
+         "HTTPTransport": "mrtr.client.transports._http",
+         "StdioTransport": "mrtr.client.transports._stdio",
+         "ServerExited": "mrtr.client.transports._stdio",
+         "TAIL": "mrtr.client.transports._stdio"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mrtr.client' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

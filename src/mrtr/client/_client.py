@@ -86,7 +86,8 @@ from ._stepping import ManualFlow
 from ._tasks import TaskObserver, Tasks, TaskState, abandon_on_exit, with_tasks
 from ._telemetry import Telemetry
 from ._tools import ToolIndex
-from ._transport import InProcess, Transport, transport_for
+from .transports._base import InProcess, Transport
+from .transports._targets import transport_for
 
 __all__ = ["Client"]
 

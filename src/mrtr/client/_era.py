@@ -39,7 +39,7 @@ from mrtr.protocol import (
 from ._handlers import Handlers
 from ._requests import Request, request_headers
 from ._session import NEGOTIABLE_VERSIONS, Session
-from ._transport import NotificationSink, Transport, TransportError
+from .transports._base import NotificationSink, Transport, TransportError
 
 __all__ = ["PROBE_TIMEOUT", "Era", "Mode", "speaks_modern"]
 

@@ -30,7 +30,7 @@ from mrtr.protocol import (
 
 from ._errors import UnexpectedResult
 from ._steps import FlowRequest, TaskRequest
-from ._transport import NotificationSink
+from .transports._base import NotificationSink
 
 __all__ = [
     "default_client_info",

@@ -46,7 +46,7 @@ from mrtr.protocol import (
 from ._errors import ClientError, InputRefused, UnexpectedResult
 from ._handlers import Handlers, fulfil
 from ._requests import Request
-from ._transport import NotificationSink, SessionExpired, SessionTransport, Transport
+from .transports._base import NotificationSink, SessionExpired, SessionTransport, Transport
 
 __all__ = ["NEGOTIABLE_VERSIONS", "Session", "VersionRefused"]
 

@@ -1,19 +1,23 @@
-"""The server side: define tools, prompts and resources; serve them through a Dispatcher."""
+"""The server core: define tools, prompts and resources; serve them through a Dispatcher.
+
+Nothing here does I/O of its own: `mrtr.http` and `mrtr.stdio` carry bytes to the Dispatcher,
+`mrtr.serving` runs processes. `mrtr.Server` adds `run()` and `http_app()` to this `Server`.
+"""
 
 from mrtr.server._asks import Ask, Declined, Elicited
 from mrtr.server._context import Context
 from mrtr.server._dispatch import Dispatcher, Reply
 from mrtr.server._forms import Choices, Confirmation, Email, Form, FormInvalid, Uri
+from mrtr.server._in_process import MemoryTransport
 from mrtr.server._peer import NotificationSink, Peer, Principal
 from mrtr.server._registry import CachePolicy, Server
 from mrtr.server._results import ToolError
 from mrtr.server._rounds import InputRequired
 from mrtr.server._schema import AskIfMissing, Header
 from mrtr.server._sealing import Binding, Sealer, generate_key, parse_keys
-from mrtr.server._session import Session
-from mrtr.server._session_server import SessionServer
-from mrtr.server._task_records import TaskPolicy
 from mrtr.server._telemetry import Telemetry
+from mrtr.server.sessions import Session, SessionServer
+from mrtr.server.tasks import TaskPolicy
 
 __all__ = [
     "Ask",
@@ -32,6 +36,7 @@ __all__ = [
     "generate_key",
     "Header",
     "InputRequired",
+    "MemoryTransport",
     "NotificationSink",
     "parse_keys",
     "Peer",

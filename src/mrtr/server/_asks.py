@@ -69,6 +69,18 @@ class Suspend(BaseException):  # noqa: N818 - control flow, like CancelledError
     """
 
 
+class StartTask(BaseException):  # noqa: N818 - control flow, like Suspend
+    """`ctx.begin_task()` in a task tool's MRTR phase: the rest of the handler runs as a task."""
+
+
+class TaskHooks(Protocol):
+    """What a Context of a task tool tells the task runner (the tasks extension)."""
+
+    async def begin(self) -> None: ...
+
+    async def status(self, message: str) -> None: ...
+
+
 class Declined(Exception):  # noqa: N818 - reads as an outcome
     """The user declined or cancelled an elicitation the handler could not do without."""
 

@@ -39,6 +39,8 @@ from mrtr.server._asks import (
     Elicited,
     Reask,
     Settler,
+    StartTask,
+    TaskHooks,
     decode_elicit,
     form_spec,
     resolve_roots,
@@ -51,7 +53,6 @@ from mrtr.server._asks import (
 from mrtr.server._forms import Confirmation, FormInvalid, render_form, validate_against_schema
 from mrtr.server._journal import FlowState
 from mrtr.server._peer import NotificationSink, Peer, Principal
-from mrtr.server._task_hooks import StartTask, TaskHooks
 
 if TYPE_CHECKING:
     from mrtr.server._ledger import Ledger

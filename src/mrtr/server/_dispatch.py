@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -45,12 +45,15 @@ from mrtr.server._rounds import RoundEngine
 from mrtr.server._runs import Runner, invoke_tool
 from mrtr.server._sealing import Sealer
 from mrtr.server._store_timing import TimedStore
-from mrtr.server._task_listen import TaskListener
-from mrtr.server._task_methods import TaskMethods
-from mrtr.server._task_records import TaskBook, TaskPolicy
-from mrtr.server._tasks import TaskRunner
 from mrtr.server._telemetry import Telemetry
+from mrtr.server.tasks._listen import TaskListener
+from mrtr.server.tasks._methods import TaskMethods
+from mrtr.server.tasks._records import TaskBook, TaskPolicy
+from mrtr.server.tasks._runner import TaskRunner
 from mrtr.stores import MemoryStore, Store
+
+if TYPE_CHECKING:
+    from mrtr.server._in_process import MemoryTransport
 
 __all__ = ["Dispatcher", "Reply"]
 
@@ -155,6 +158,12 @@ class Dispatcher:
         }
 
     # -- transport-facing ----------------------------------------------------------------------
+    def in_process_transport(self, *, principal: str | None = None) -> MemoryTransport:
+        """A client transport calling this Dispatcher in this process (`Client(dispatcher)`)."""
+        from mrtr.server._in_process import MemoryTransport
+
+        return MemoryTransport(self, principal=principal)
+
     def receive(self, body: bytes, headers: Mapping[str, str] | None = None) -> Message:
         """Decode one client message and, for HTTP, check its `Mcp-*` headers against it.
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, overload
 
@@ -28,7 +28,6 @@ from mrtr.server._schema import (
     return_schema,
     signature_schema,
 )
-from mrtr.server._task_records import TaskPolicy
 from mrtr.server._wrapping import (
     Handler,
     as_async,
@@ -38,9 +37,10 @@ from mrtr.server._wrapping import (
     schema_converter,
     template_pattern,
 )
+from mrtr.server.tasks._records import TaskPolicy
 
-if TYPE_CHECKING:  # the transports layer sits above this one: never imported at run time here
-    from mrtr.transports._launch import ServerApp
+if TYPE_CHECKING:
+    from mrtr.server._in_process import MemoryTransport
 
 __all__ = ["CachePolicy", "Server"]
 
@@ -302,39 +302,12 @@ class Server:
 
         return register
 
-    # -- serving (the transports layer, imported only when called: DESIGN §3) -------------------
-    def run(
-        self,
-        transport: Literal["stdio", "http"] = "stdio",
-        *,
-        host: str = "127.0.0.1",
-        port: int = 8000,
-        workers: int = 1,
-        path: str = "/mcp",
-        log_level: str = "info",
-    ) -> None:
-        """Serve this server as `mrtr serve` does: over stdio (default) or HTTP (uvicorn)."""
-        from mrtr.transports._launch import run
+    def in_process_transport(self, *, principal: str | None = None) -> MemoryTransport:
+        """A client transport calling this server in this process (`Client(app)`): a Dispatcher
+        of its own (ephemeral key, no store); `principal` is what its handlers see."""
+        from mrtr.server._in_process import MemoryTransport
 
-        run(self, transport, host=host, port=port, workers=workers, path=path,
-            log_level=log_level)
-
-    def http_app(
-        self,
-        path: str = "/mcp",
-        *,
-        allowed_hosts: Sequence[str] | None = None,
-        allowed_origins: Sequence[str] | None = None,
-        authenticator: Callable[[Mapping[str, str]], Awaitable[str | None]] | None = None,
-    ) -> ServerApp:
-        """The ASGI app serving this server on `path`; the options are `McpApp`'s.
-
-        Keys come from MRTR_STATE_KEYS (else an ephemeral key), the store from MRTR_STORE.
-        """
-        from mrtr.transports._launch import http_app
-
-        return http_app(self, path=path, allowed_hosts=allowed_hosts,
-                        allowed_origins=allowed_origins, authenticator=authenticator)
+        return MemoryTransport(self, principal=principal)
 
     # -- lookups used by the dispatcher ---------------------------------------------------------
     def match_template(self, uri: str) -> tuple[ResourceEntry, dict[str, str]] | None:

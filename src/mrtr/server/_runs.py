@@ -32,7 +32,7 @@ from mrtr.server._registry import Server, ToolEntry
 from mrtr.server._results import checked_tool_result, prompt_result, resource_contents
 from mrtr.server._rounds import Round, RoundEngine
 from mrtr.server._sealing import Binding, digest_arguments
-from mrtr.server._tasks import PreTask, TaskRunner
+from mrtr.server.tasks._runner import PreTask, TaskRunner
 
 __all__ = ["Runner", "invoke_tool"]
 

@@ -1,48 +1,45 @@
-"""Transports: thin adapters between the Dispatcher and the outside world (HTTP, stdio)."""
+"""Deprecated: the 0.1 home of the HTTP, stdio and client transports; each name moved.
 
-# Design: the client transports are imported on first use (PEP 562), so a server process
-# (`mrtr serve`, every worker) never loads httpx and the client stack just by importing McpApp.
+`from mrtr.transports import McpApp` still works and warns; import from the new home instead:
+`mrtr.http` (McpApp, Authenticator, ProtectedResource), `mrtr.errors` (Unauthorized, Forbidden,
+AuthUnavailable), `mrtr.stdio` (serve_stdio), `mrtr.serving` (ServerApp, JsonFormatter,
+RequestContext), `mrtr.client` (HTTPTransport, StdioTransport, ServerExited, TAIL, connect,
+transport_for) and `mrtr.server` (MemoryTransport). Old private module paths such as
+`mrtr.transports._asgi` resolve through `mrtr._moved`.
+"""
+
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+import warnings
 
-from mrtr.transports._asgi import (
-    Authenticator,
-    AuthUnavailable,
-    Forbidden,
-    McpApp,
-    ProtectedResource,
-    Unauthorized,
-)
-from mrtr.transports._launch import ServerApp
-from mrtr.transports._logging import JsonFormatter, RequestContext
-from mrtr.transports._stdio_server import serve_stdio
+NEW_HOMES = {
+    "Authenticator": "mrtr.http",
+    "AuthUnavailable": "mrtr.errors",
+    "connect": "mrtr.client",
+    "Forbidden": "mrtr.errors",
+    "HTTPTransport": "mrtr.client",
+    "JsonFormatter": "mrtr.serving",
+    "McpApp": "mrtr.http",
+    "MemoryTransport": "mrtr.server",
+    "ProtectedResource": "mrtr.http",
+    "RequestContext": "mrtr.serving",
+    "serve_stdio": "mrtr.stdio",
+    "ServerApp": "mrtr.serving",
+    "ServerExited": "mrtr.client",
+    "StdioTransport": "mrtr.client",
+    "TAIL": "mrtr.client",
+    "transport_for": "mrtr.client",
+    "Unauthorized": "mrtr.errors",
+}
 
-if TYPE_CHECKING:
-    from mrtr.transports._connect import connect, transport_for
-    from mrtr.transports._http_client import HTTPTransport
-    from mrtr.transports._memory import MemoryTransport
-    from mrtr.transports._stdio_client import TAIL, ServerExited, StdioTransport
-
-__all__ = ["Authenticator", "AuthUnavailable", "connect", "Forbidden", "HTTPTransport",
-           "JsonFormatter", "McpApp", "MemoryTransport", "ProtectedResource", "RequestContext",
-           "serve_stdio", "ServerApp", "ServerExited", "StdioTransport", "TAIL", "transport_for",
-           "Unauthorized"]
-
-_LAZY = {"HTTPTransport": "mrtr.transports._http_client",
-         "StdioTransport": "mrtr.transports._stdio_client",
-         "ServerExited": "mrtr.transports._stdio_client",
-         "TAIL": "mrtr.transports._stdio_client",
-         "MemoryTransport": "mrtr.transports._memory",
-         "connect": "mrtr.transports._connect",
-         "transport_for": "mrtr.transports._connect"}
+__all__ = sorted(NEW_HOMES, key=str.casefold)
 
 
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
+    module = NEW_HOMES.get(name)
     if module is None:
         raise AttributeError(f"module 'mrtr.transports' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    warnings.warn(f"mrtr.transports.{name} moved: import it from {module}", DeprecationWarning,
+                  stacklevel=2)
+    return getattr(importlib.import_module(module), name)

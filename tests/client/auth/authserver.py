@@ -230,7 +230,7 @@ def _raw(body: bytes) -> tuple[int, dict[str, str], bytes]:
 def authenticator_for(server: AuthServer, resource: str
                       ) -> Callable[[Mapping[str, str]], Awaitable[str | None]]:
     """An McpApp authenticator accepting this server's tokens for `resource` (else 401)."""
-    from mrtr.transports import Unauthorized
+    from mrtr.errors import Unauthorized
 
     server.prm_resource = resource
     prm = server.base + "/.well-known/oauth-protected-resource/mcp"

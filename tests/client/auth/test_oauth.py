@@ -178,7 +178,7 @@ def test_a_registration_bound_to_another_issuer_is_not_presented(server: AuthSer
 
 
 def test_the_transport_takes_auth_and_refuses_it_beside_a_client_of_yours() -> None:
-    from mrtr.transports import HTTPTransport
+    from mrtr.client import HTTPTransport
 
     async def go() -> None:
         transport = HTTPTransport("http://127.0.0.1:9/mcp", auth=oauth())

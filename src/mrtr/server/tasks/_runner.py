@@ -35,7 +35,7 @@ from mrtr.server._registry import Server, ToolEntry
 from mrtr.server._results import checked_tool_result
 from mrtr.server._rounds import Round, RoundEngine
 from mrtr.server._sealing import Binding
-from mrtr.server._task_records import TaskBook, TaskRecord, iso_time, new_task_id
+from mrtr.server.tasks._records import TaskBook, TaskRecord, iso_time, new_task_id
 
 __all__ = ["Invoke", "PreTask", "TaskRunner"]
 

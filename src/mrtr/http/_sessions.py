@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import msgspec
 
 from mrtr.errors import InvalidRequest, ParseError, ProtocolError
+from mrtr.http._exchange import Exchange
 from mrtr.protocol import (
     LEGACY_VERSIONS,
     PROTOCOL_VERSION_KEY,
@@ -28,12 +29,11 @@ from mrtr.protocol import (
     encode_sse_event,
 )
 from mrtr.server import Peer, Session, SessionServer
-from mrtr.server._session import Outbound, UnknownSession
-from mrtr.server._session_server import STREAMED
-from mrtr.transports._exchange import Exchange
+from mrtr.server.sessions._server import STREAMED
+from mrtr.server.sessions._session import Outbound, UnknownSession
 
 if TYPE_CHECKING:
-    from mrtr.transports._asgi import McpApp
+    from mrtr.http._app import McpApp
 
 __all__ = ["SessionEndpoint", "session_era"]
 

@@ -15,7 +15,7 @@ import time
 import msgspec
 
 from mrtr.protocol import JSONObject, RequestId, encode
-from mrtr.server._session import Elsewhere
+from mrtr.server.sessions._session import Elsewhere
 from mrtr.stores import Store, StoreUnavailable
 
 __all__ = ["AnswerChannel"]

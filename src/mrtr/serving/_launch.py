@@ -20,11 +20,11 @@ import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Literal
 
+from mrtr.http._app import ASGIReceive, ASGIScope, ASGISend, Authenticator, McpApp
 from mrtr.server import Dispatcher, Server, parse_keys
+from mrtr.serving._keyfile import default_key_file
+from mrtr.serving._target import KEYS_ENV, with_keys
 from mrtr.stores import MemoryStore, store_from_env
-from mrtr.transports._asgi import Authenticator, McpApp, Receive, Scope, Send
-from mrtr.transports._keyfile import default_key_file
-from mrtr.transports._target import KEYS_ENV, with_keys
 
 __all__ = ["EPHEMERAL_ENV", "ServerApp", "http_app", "run"]
 
@@ -40,7 +40,7 @@ class ServerApp(McpApp):
     followed by `path`: the mount's `root_path` is taken off the request path.
     """
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
         kind = scope["type"]
         if kind == "lifespan":
             await self._lifespan(receive, send)
@@ -61,7 +61,7 @@ class ServerApp(McpApp):
                 await store.aclose()
                 log.info("%s closed", type(store).__name__)
 
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
+    async def _lifespan(self, receive: ASGIReceive, send: ASGISend) -> None:
         message = await receive()
         if message["type"] != "lifespan.startup":
             return
@@ -110,7 +110,7 @@ def run(
     Raises ValueError for an unknown transport or setting, or when `workers` > 1 and the server
     is not a module-level attribute that worker processes can import.
     """
-    from mrtr.transports._serve import serve  # imports uvicorn's settings only when run
+    from mrtr.serving._serve import serve  # imports uvicorn's settings only when run
 
     if transport not in ("stdio", "http"):
         raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")

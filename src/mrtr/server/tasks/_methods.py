@@ -24,8 +24,8 @@ from mrtr.protocol import (
     UpdateTaskResult,
 )
 from mrtr.server._peer import NotificationSink, Peer
-from mrtr.server._task_records import TaskRecord, iso_time
-from mrtr.server._tasks import TaskRunner
+from mrtr.server.tasks._records import TaskRecord, iso_time
+from mrtr.server.tasks._runner import TaskRunner
 
 __all__ = ["TaskMethods", "declares_tasks"]
 

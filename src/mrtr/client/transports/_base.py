@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Protocol, cast
+from collections.abc import Mapping
+from typing import Protocol
 
-from mrtr.errors import MrtrError
+from mrtr.errors import TransportError
 from mrtr.protocol import RequestId
 
 __all__ = [
@@ -15,14 +15,9 @@ __all__ = [
     "SessionTransport",
     "Transport",
     "TransportError",
-    "transport_for",
 ]
 
-InProcess = object  # a Server, Dispatcher or McpApp: types this package cannot import
-
-
-class TransportError(MrtrError):
-    """The transport failed: connection refused, server exited, non-MCP reply, broken stream."""
+InProcess = object  # a Server, Dispatcher or McpApp (anything with in_process_transport())
 
 
 class SessionExpired(TransportError):
@@ -82,14 +77,3 @@ class SessionTransport(Transport, Protocol):
         Best effort: returns (without raising) when the server offers no such stream.
         """
         ...
-
-
-def transport_for(target: Transport | str | Sequence[str] | InProcess) -> Transport:
-    """`target` when it is a Transport, else the one `mrtr.connect` makes for it."""
-    if not isinstance(target, str | Sequence) and hasattr(target, "request"):
-        return cast(Transport, target)
-    # DESIGN §3: the layer above client and server turns a target into a transport; this is
-    # the one import of it, deferred to this call (tests/test_layers.py: ENTRY_POINTS).
-    from mrtr.transports._connect import transport_for as make
-
-    return make(target)

@@ -50,11 +50,11 @@ from mrtr.protocol import (
     encode_message,
     negotiate_version,
 )
-from mrtr.server._answers import AnswerChannel
 from mrtr.server._dispatch import Dispatcher, Reply
 from mrtr.server._peer import Peer
 from mrtr.server._results import tool_error
-from mrtr.server._session import Outbound, Session, SessionInfo, Sessions
+from mrtr.server.sessions._answers import AnswerChannel
+from mrtr.server.sessions._session import Outbound, Session, SessionInfo, Sessions
 
 __all__ = ["SessionServer"]
 

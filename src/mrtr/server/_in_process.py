@@ -1,14 +1,20 @@
-"""MemoryTransport: a client transport calling a Dispatcher in this process (no socket, no pipe)."""
+"""MemoryTransport: a client transport calling a Dispatcher in this process (no socket, no pipe).
+
+The server offers it to the client through `in_process_transport()` on Server, Dispatcher and
+McpApp, so `Client(app)` works while the client never imports the server.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import msgspec
 
-from mrtr.client import NotificationSink, TransportError
+from mrtr.errors import TransportError
 from mrtr.protocol import RequestId, encode_message
-from mrtr.server import Dispatcher, Peer, Server
+from mrtr.server._dispatch import Dispatcher
+from mrtr.server._peer import Peer
+from mrtr.server._registry import Server
 
 __all__ = ["MemoryTransport"]
 
@@ -32,7 +38,7 @@ class MemoryTransport:
         *,
         request_id: RequestId,
         headers: Mapping[str, str],
-        notify: NotificationSink,
+        notify: Callable[[bytes], None],
     ) -> bytes:
         async def sink(notification: msgspec.Struct) -> None:
             notify(encode_message(notification))

@@ -90,12 +90,12 @@ def log_config(level: str = "info", log_format: str = "text",
     """
     if log_format not in FORMATS:
         raise ValueError(f"log-format must be one of {', '.join(FORMATS)}, got {log_format!r}")
-    formatter = "mrtr.transports._logging." + ("JsonFormatter" if log_format == "json"
+    formatter = "mrtr.serving._logging." + ("JsonFormatter" if log_format == "json"
                                                else "TextFormatter")
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"request": {"()": "mrtr.transports._logging.RequestContext"}},
+        "filters": {"request": {"()": "mrtr.serving._logging.RequestContext"}},
         "formatters": {"mrtr": {"()": formatter}},
         "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr",
                                 "formatter": "mrtr", "filters": ["request"]}},

@@ -19,15 +19,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mrtr.http._app import McpApp
+from mrtr.http._hosts import LOOPBACK
 from mrtr.server import Dispatcher, Server, generate_key, parse_keys
-from mrtr.stores import ENV_STORE
-from mrtr.transports._asgi import McpApp
-from mrtr.transports._hosts import LOOPBACK
-from mrtr.transports._keyfile import read_or_create_key
-from mrtr.transports._logging import log_config
-from mrtr.transports._stdio_server import serve_stdio
-from mrtr.transports._stores import store_url, with_store
-from mrtr.transports._target import (
+from mrtr.serving._keyfile import read_or_create_key
+from mrtr.serving._logging import log_config
+from mrtr.serving._stores import store_url, with_store
+from mrtr.serving._target import (
     KEYS_ENV,
     ASGIApp,
     absolute_target,
@@ -35,6 +33,8 @@ from mrtr.transports._target import (
     load_target,
     with_keys,
 )
+from mrtr.stdio._server import serve_stdio
+from mrtr.stores import ENV_STORE
 
 if TYPE_CHECKING:
     from mrtr.auth import AuthSettings
@@ -243,7 +243,7 @@ def _serve_workers(
         _HOSTS_ENV: ",".join(hosts),
         _WORKER_ENV: "1" if expose_worker else "0",
     })
-    return _run_uvicorn("mrtr.transports._serve:_worker_app", host=host, port=port,
+    return _run_uvicorn("mrtr.serving._serve:_worker_app", host=host, port=port,
                         workers=workers, logs=logs, path=shown)
 
 

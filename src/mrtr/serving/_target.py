@@ -27,8 +27,8 @@ from types import ModuleType
 from typing import Any, TypeGuard
 
 from mrtr.errors import InvalidRequestState
+from mrtr.http._app import McpApp
 from mrtr.server import Binding, Dispatcher, Form, Sealer, Server
-from mrtr.transports._asgi import McpApp
 
 __all__ = ["KEYS_ENV", "ASGIApp", "absolute_target", "load_dispatcher", "load_target",
            "with_keys"]

@@ -14,50 +14,37 @@ import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from mrtr.errors import InternalError, InvalidRequest, ProtocolError
+from mrtr.errors import (
+    AuthUnavailable,
+    Forbidden,
+    InternalError,
+    InvalidRequest,
+    ProtocolError,
+    Unauthorized,
+)
+from mrtr.http._exchange import Exchange
+from mrtr.http._health import PROBE_PATHS, Health
+from mrtr.http._hosts import HostCheck
+from mrtr.http._sessions import SessionEndpoint, session_era
 from mrtr.protocol import encode_error
 from mrtr.server import Dispatcher, Peer, Principal, Reply
-from mrtr.transports._exchange import Exchange
-from mrtr.transports._health import PROBE_PATHS, Health
-from mrtr.transports._hosts import HostCheck
-from mrtr.transports._session_http import SessionEndpoint, session_era
 
-__all__ = ["Authenticator", "AuthUnavailable", "Forbidden", "McpApp", "ProtectedResource",
-           "Unauthorized"]
+if TYPE_CHECKING:
+    from mrtr.server import MemoryTransport
 
-Scope = MutableMapping[str, Any]
+__all__ = ["ASGIReceive", "ASGIScope", "ASGISend", "Authenticator", "AuthUnavailable", "Forbidden",
+           "McpApp", "ProtectedResource", "Unauthorized"]
+
+ASGIScope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
+ASGIReceive = Callable[[], Awaitable[Message]]
+ASGISend = Callable[[Message], Awaitable[None]]
 Authenticator = Callable[[Mapping[str, str]], Awaitable[str | None]]
 
 _ANONYMOUS = Peer(principal=None, transport="http")  # immutable, so shared by every request
 MAX_HEADER_BYTES = 64 * 1024
-
-
-class Unauthorized(Exception):  # noqa: N818 - reads as the HTTP status it maps to
-    """Raised by an authenticator: the request gets 401 with `WWW-Authenticate`."""
-
-    status: ClassVar[int] = 401
-
-    def __init__(self, message: str = "Unauthorized", *, challenge: str = "Bearer") -> None:
-        super().__init__(message)
-        self.message = message
-        self.challenge = challenge  # "" sends no WWW-Authenticate
-
-
-class Forbidden(Unauthorized):
-    """The token is valid but lacks a scope: 403 with `WWW-Authenticate` (insufficient_scope)."""
-
-    status = 403
-
-
-class AuthUnavailable(Unauthorized):
-    """The authorization server cannot be reached to check a token: 503, retry later."""
-
-    status = 503
 
 
 @runtime_checkable
@@ -135,7 +122,11 @@ class McpApp:
         )
         self.health: Health | None = Health(lambda: self.dispatcher) if health else None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def in_process_transport(self, *, principal: str | None = None) -> MemoryTransport:
+        """A client transport calling this app's Dispatcher in process (`Client(mcp_app)`)."""
+        return self.dispatcher.in_process_transport(principal=principal)
+
+    async def __call__(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
         kind = scope["type"]
         if kind == "http":
             await self._http(scope, receive, send)
@@ -145,7 +136,7 @@ class McpApp:
             await receive()
             await send({"type": "websocket.close", "code": 1008})
 
-    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _http(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
         path = scope.get("path")
         if path != self.path and path in PROBE_PATHS and self.health is not None:
             await self.health.answer(path, scope.get("method", ""), send)  # before Host checks
@@ -164,7 +155,7 @@ class McpApp:
             if not exchange.started:
                 await exchange.respond(500, encode_error(None, InternalError()))
 
-    async def _exchange(self, scope: Scope, exchange: Exchange) -> None:
+    async def _exchange(self, scope: ASGIScope, exchange: Exchange) -> None:
         headers = _decode_headers(scope.get("headers", ()))
         refusal = self.hosts.refusal(headers)
         if refusal is not None:
@@ -203,7 +194,7 @@ class McpApp:
             return
         await exchange.run(message, self._admit(scope, headers, message, principal))
 
-    async def _elsewhere(self, scope: Scope, headers: Mapping[str, str],
+    async def _elsewhere(self, scope: ASGIScope, headers: Mapping[str, str],
                          exchange: Exchange) -> None:
         """Not the MCP path: the guard's metadata documents (GET), else 404."""
         if self.guard is not None and scope.get("method") == "GET":
@@ -214,7 +205,8 @@ class McpApp:
                 return
         raise _Reject(404, f"Not Found: the MCP endpoint is POST {self.path}")
 
-    async def _other(self, scope: Scope, headers: Mapping[str, str], exchange: Exchange) -> None:
+    async def _other(self, scope: ASGIScope, headers: Mapping[str, str],
+                     exchange: Exchange) -> None:
         """GET and DELETE exist only within a session (2025 clients); else 405."""
         method = scope.get("method", "")
         if self.sessions is None or method not in ("GET", "DELETE") or (
@@ -239,7 +231,7 @@ class McpApp:
         self._loop_seen = (loop, threading.get_ident())
         return loop
 
-    async def _authenticate(self, scope: Scope, headers: Mapping[str, str]) -> str | None:
+    async def _authenticate(self, scope: ASGIScope, headers: Mapping[str, str]) -> str | None:
         """The principal, or None; raises Unauthorized (answered in `_http`)."""
         if self.guard is not None:
             return await self.guard.authenticate(headers, self._resource(scope, headers))
@@ -256,7 +248,7 @@ class McpApp:
         scopes = principal.scopes if isinstance(principal, Principal) else frozenset()
         return Peer(principal=principal, transport="http", scopes=scopes, trace_headers=trace)
 
-    def _admit(self, scope: Scope, headers: Mapping[str, str], message: Any,
+    def _admit(self, scope: ASGIScope, headers: Mapping[str, str], message: Any,
                principal: str | None) -> Peer:
         """The request's Peer; the guard refuses (403) a `scopes=` tool before it runs."""
         peer = self.peer_for(principal, headers)
@@ -264,11 +256,11 @@ class McpApp:
             self.guard.authorize(self.dispatcher, message, peer, self._resource(scope, headers))
         return peer
 
-    def _resource(self, scope: Scope, headers: Mapping[str, str]) -> str:
+    def _resource(self, scope: ASGIScope, headers: Mapping[str, str]) -> str:
         """The URL this request reached the MCP endpoint at (RFC 9728 resource identifier)."""
         return f"{scope.get('scheme', 'http')}://{headers.get('host', '')}{self.path}"
 
-    async def _read_body(self, headers: Mapping[str, str], receive: Receive) -> bytes | None:
+    async def _read_body(self, headers: Mapping[str, str], receive: ASGIReceive) -> bytes | None:
         declared = headers.get("content-length")
         if declared is not None:
             digits = declared.strip()
@@ -293,7 +285,7 @@ class McpApp:
             chunks.append(chunk)
 
 
-async def _lifespan(receive: Receive, send: Send) -> None:
+async def _lifespan(receive: ASGIReceive, send: ASGISend) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":

@@ -22,7 +22,7 @@ from mrtr.protocol import SSE_KEEPALIVE, encode_message, encode_sse_event
 from mrtr.server import Peer, Reply
 
 if TYPE_CHECKING:
-    from mrtr.transports._asgi import McpApp
+    from mrtr.http._app import McpApp
 
 __all__ = ["Exchange"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import httpx
 import msgspec
 
-from mrtr.client import NotificationSink, SessionExpired, TransportError
+from mrtr.client.transports._base import NotificationSink, SessionExpired, TransportError
 from mrtr.protocol import JSON, UNSET, RequestId, SSEParser, UnsetType
 
 __all__ = ["HTTPTransport"]

@@ -16,7 +16,7 @@ from typing import Literal
 
 import msgspec
 
-from mrtr.client import NotificationSink, TransportError
+from mrtr.client.transports._base import NotificationSink, TransportError
 from mrtr.protocol import (
     JSON,
     UNSET,

@@ -25,8 +25,8 @@ from mrtr.protocol import (
     TaskStatusNotificationParams,
 )
 from mrtr.server._peer import NotificationSink, Peer
-from mrtr.server._task_methods import TaskMethods, declares_tasks
-from mrtr.server._task_records import TaskRecord
+from mrtr.server.tasks._methods import TaskMethods, declares_tasks
+from mrtr.server.tasks._records import TaskRecord
 
 __all__ = ["TaskListener"]
 
