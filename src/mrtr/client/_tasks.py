@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
 from mrtr.protocol import (
-    TASKS_EXTENSION,
     CallToolResult,
     CancelTaskResult,
-    ClientCapabilities,
     GetTaskResult,
     JSONObject,
     UpdateTaskResult,
@@ -27,6 +26,7 @@ from mrtr.protocol import (
 from ._errors import ClientError, UnexpectedResult
 from ._flow import drive
 from ._handlers import fulfil
+from ._requester import Requester
 from ._steps import FlowRequest, Fulfil, TaskRequest
 from ._tasks_flow import (
     TaskObserver,
@@ -41,17 +41,16 @@ from ._tasks_flow import (
 if TYPE_CHECKING:
     from ._client import Client
 
-__all__ = ["CANCEL_GRACE", "TaskObserver", "Tasks", "TaskState", "abandon_on_exit", "with_tasks"]
+__all__ = ["CANCEL_GRACE", "TaskObserver", "Tasks", "TaskState", "abandon_on_exit", "send_cancel"]
 
 ResultT = TypeVar("ResultT")
 CANCEL_GRACE = 5.0  # seconds a best-effort `tasks/cancel` may take when a call gives up
 
 
-def with_tasks(capabilities: ClientCapabilities) -> ClientCapabilities:
-    """`capabilities` declaring the tasks extension too."""
-    extensions = dict(capabilities.extensions or {})
-    extensions.setdefault(TASKS_EXTENSION, {})
-    return msgspec.structs.replace(capabilities, extensions=extensions)
+async def send_cancel(requester: Requester, task_id: str) -> None:
+    """`tasks/cancel` with no deadline of its own: `abandon_on_exit` gives it CANCEL_GRACE."""
+    request: TaskRequest = cancel_request(requester.next_id(), task_id, requester.meta())
+    _expect(await requester.send(request), CancelTaskResult)
 
 
 async def abandon_on_exit(
@@ -84,53 +83,50 @@ class Tasks:
     unknown task id).
     """
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, requester: Requester) -> None:
         self._client = client
+        self._requester = requester
 
     async def get(self, task_id: str) -> GetTaskResult:
         """`tasks/get`: the task with its status-specific member (inputRequests, result, error)."""
-        c = await self._ready()
-        result = await c._bounded(c._send(get_request(c._next_id(), task_id, c._meta())))
+        r = await self._ready()
+        result = await r.send_bounded(get_request(r.next_id(), task_id, r.meta()))
         return _expect(result, GetTaskResult)
 
     async def update(self, task_id: str, responses: Mapping[str, object]) -> None:
         """`tasks/update` with `responses` ({key: InputResponse Struct or dict}); an ack only."""
-        c = await self._ready()
+        r = await self._ready()
         wire: dict[str, JSONObject] = {k: msgspec.to_builtins(v) for k, v in responses.items()}
-        request = update_request(c._next_id(), task_id, wire, c._meta())
-        _expect(await c._bounded(c._send(request)), UpdateTaskResult)
+        request = update_request(r.next_id(), task_id, wire, r.meta())
+        _expect(await r.send_bounded(request), UpdateTaskResult)
 
     async def cancel(self, task_id: str) -> None:
         """`tasks/cancel` (cooperative: the task may still end in another terminal status)."""
-        await self._ready()
-        await self._cancel(task_id, bounded=True)
+        r = await self._ready()
+        await r.bounded(send_cancel(r, task_id))
 
     async def wait(self, task_id: str, *, on_task: TaskObserver | None = None) -> CallToolResult:
         """Follow a known task to its result, as `call_tool` does (e.g. after a restart).
 
         Raises TaskFailed, TaskCancelled, or what `call_tool` raises.
         """
-        c = await self._ready()
+        r, c = await self._ready(), self._client
         state = TaskState(observer=on_task, task_id=task_id)
-        flow = task_flow(state, new_id=c._next_id, new_meta=c._meta, max_rounds=c.max_rounds,
+        flow = task_flow(state, new_id=r.next_id, new_meta=r.meta, max_rounds=c.max_rounds,
                          limits=c.limits)
 
         async def send(request: FlowRequest | TaskRequest) -> object:
-            return await c._send(request)
+            return await r.send(request)
 
         async def answer(step: Fulfil) -> Mapping[str, object]:
             return await fulfil(c.handlers, step.input_requests, step.round)
 
-        work = c._bounded(drive(flow, send=send, fulfil=answer))
-        return as_result(await abandon_on_exit(work, state, self._cancel), CallToolResult)
+        work = r.bounded(drive(flow, send=send, fulfil=answer))
+        cancel = functools.partial(send_cancel, r)
+        return as_result(await abandon_on_exit(work, state, cancel), CallToolResult)
 
-    async def _cancel(self, task_id: str, *, bounded: bool = False) -> None:
-        c = self._client
-        request: TaskRequest = cancel_request(c._next_id(), task_id, c._meta())
-        work = c._send(request)
-        _expect(await (c._bounded(work) if bounded else work), CancelTaskResult)
-
-    async def _ready(self) -> Client:
+    async def _ready(self) -> Requester:
+        """The Requester, once the era allows `tasks/*` (raises ClientError otherwise)."""
         c = self._client
         if not c.declare_tasks:
             raise ClientError("the tasks extension is off (Client(declare_tasks=False))")
@@ -138,7 +134,7 @@ class Tasks:
             await c.discover()  # decides the era before anything `tasks/*` is sent
         if c.era.mode == "legacy" or c.era.session is not None:
             raise ClientError("tasks need a 2026-07-28 server; this one speaks MCP 2025")
-        return c
+        return self._requester
 
 
 def _expect(result: object, expect: type[ResultT]) -> ResultT:

@@ -1,0 +1,161 @@
+"""`Requester`: one request built complete (fresh id, `_meta`, headers), sent and decoded."""
+
+# Design: `Client` and `client.tasks` share this object instead of reaching into each other.
+# It owns what every request needs — the id and progress-token counters, the tool index that
+# gives `Mcp-*` headers, the TTL cache — and the two recoveries the spec suggests: -32022 →
+# retry once with a version from `supported`, -32020 on tools/call → re-list tools and retry
+# once. The settings a caller may change on a Client (`capabilities`, `timeout`, …) are read
+# from it at each request through `Settings`, never copied.
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol, TypeVar
+
+import msgspec
+
+from mrtr.errors import HeaderMismatch, ProtocolError, UnsupportedProtocolVersion, from_wire
+from mrtr.protocol import (
+    SUPPORTED_VERSIONS,
+    TASKS_EXTENSION,
+    UNSET,
+    CallToolRequest,
+    ClientCapabilities,
+    CreateTaskResult,
+    Implementation,
+    JSONRPCErrorResponse,
+    JSONRPCResultResponse,
+    ProgressToken,
+    RequestMeta,
+    Tool,
+    UnsetType,
+)
+
+from ._cache import TTLCache
+from ._deadline import bounded
+from ._era import Era
+from ._errors import UnexpectedResult
+from ._handlers import Handlers
+from ._requests import ProgressHandler, Request, decode_reply, progress_sink, request_headers
+from ._steps import FlowRequest, TaskRequest
+from ._tools import ToolIndex
+from .transports._base import Transport
+
+__all__ = ["Requester", "Settings", "with_tasks"]
+
+ResultT = TypeVar("ResultT")
+
+
+class Settings(Protocol):
+    """The public Client attributes a request is built from, read at every request."""
+
+    transport: Transport
+    handlers: Handlers
+    capabilities: ClientCapabilities | None
+    client_info: Implementation
+    protocol_version: str
+    declare_tasks: bool
+    timeout: float | None
+    era: Era
+
+    async def list_tools(self, *, refresh: bool = False) -> list[Tool]: ...
+
+
+def with_tasks(capabilities: ClientCapabilities) -> ClientCapabilities:
+    """`capabilities` declaring the tasks extension too."""
+    extensions = dict(capabilities.extensions or {})
+    extensions.setdefault(TASKS_EXTENSION, {})
+    return msgspec.structs.replace(capabilities, extensions=extensions)
+
+
+class Requester:
+    """Builds, sends and decodes the requests of one Client (`settings`)."""
+
+    def __init__(self, settings: Settings, clock: Callable[[], float]) -> None:
+        self.settings = settings
+        self.cache = TTLCache(clock)
+        self.tools = ToolIndex(check_headers=settings.transport.sends_headers)
+        self._ids = itertools.count(1)
+        self._tokens = itertools.count(1)
+
+    def next_id(self) -> int:
+        """A request id never used by this Client."""
+        return next(self._ids)
+
+    def meta(self, progress: bool = False) -> RequestMeta:
+        """The `_meta` of a new request (with a fresh progress token when `progress`)."""
+        s = self.settings
+        token: ProgressToken | UnsetType = f"progress-{next(self._tokens)}" if progress else UNSET
+        caps = s.capabilities if s.capabilities is not None else s.handlers.capabilities()
+        return RequestMeta(
+            protocol_version=s.protocol_version,
+            client_capabilities=with_tasks(caps) if s.declare_tasks else caps,
+            client_info=s.client_info,
+            progress_token=token,
+        )
+
+    async def bounded(self, work: Awaitable[ResultT]) -> ResultT:
+        """Await `work` within the Client `timeout` (raises TimeoutError)."""
+        return await bounded(work, self.settings.timeout)
+
+    async def send_bounded(self, request: FlowRequest | TaskRequest) -> object:
+        """`send` within the Client `timeout`."""
+        return await self.bounded(self.send(request))
+
+    async def expect(self, request: Request, expect: type[ResultT]) -> ResultT:
+        """`send`, raising UnexpectedResult unless the result is an `expect`."""
+        result = await self.send(request)
+        if not isinstance(result, expect):
+            raise UnexpectedResult(f"expected {expect.__name__}, got {type(result).__name__}")
+        return result
+
+    async def send(self, request: Request, *, progress: ProgressHandler | None = None) -> object:
+        """Send one request; return its decoded result; raise `mrtr.errors` for wire errors."""
+        era = self.settings.era
+        for attempt in (1, 2):
+            headers = await self._headers(request)
+            sink = progress_sink(request, progress)
+            raw = await era.request(request, headers=headers, notify=sink)
+            message = decode_reply(raw, request.method)
+            if isinstance(message, JSONRPCResultResponse):
+                if message.id != request.id:
+                    raise UnexpectedResult(f"response id {message.id!r} != {request.id!r}")
+                if isinstance(message.result, CreateTaskResult) and (  # never in 2025 (§7)
+                        not self.settings.declare_tasks or era.session is not None):
+                    raise UnexpectedResult("a task, but the tasks extension was not declared")
+                return message.result
+            if not isinstance(message, JSONRPCErrorResponse):
+                raise UnexpectedResult("the server sent a notification instead of a response")
+            error = from_wire(message.error)
+            retry = self._recover(error, request) if attempt == 1 else None
+            if retry is None:
+                raise error
+            request = retry
+        raise AssertionError("unreachable")
+
+    def _recover(self, error: ProtocolError, request: Request) -> Request | None:
+        """The request to retry after `error`, or None to raise it."""
+        if isinstance(error, UnsupportedProtocolVersion):
+            version = next((v for v in SUPPORTED_VERSIONS if v in error.supported), None)
+            if version is None:
+                return None
+            self.settings.protocol_version = version
+        elif isinstance(error, HeaderMismatch) and isinstance(request, CallToolRequest):
+            self.tools.forget()
+            self.cache.invalidate("tools/list")
+        else:
+            return None
+        version = self.settings.protocol_version
+        meta = msgspec.structs.replace(request.params.meta, protocol_version=version)
+        params = msgspec.structs.replace(request.params, meta=meta)
+        return msgspec.structs.replace(request, id=self.next_id(), params=params)
+
+    async def _headers(self, request: Request) -> dict[str, str]:
+        if not self.settings.transport.sends_headers:
+            return {}
+        header_map: Mapping[str, str] = {}
+        if isinstance(request, CallToolRequest):
+            if not self.tools.listed:
+                await self.settings.list_tools(refresh=True)
+            header_map = self.tools.header_map(request.params.name)
+        return request_headers(request, header_map)
