@@ -80,7 +80,7 @@ class TaskMethods:
             if fresh is None or fresh.terminal:
                 await runner.book.release(record.task_id)
                 return
-            await runner._settle(fresh, "cancelled")
+            await runner.settle(fresh, "cancelled")
 
     async def _find(self, meta: RequestMeta, task_id: str, peer: Peer) -> TaskRecord:
         if not declares_tasks(meta):

@@ -185,7 +185,7 @@ class TaskRunner:
             why = self._stopping.get(record.task_id)
             with contextlib.suppress(Exception):
                 if why == "cancel":
-                    await asyncio.shield(self._settle(record, "cancelled"))
+                    await asyncio.shield(self.settle(record, "cancelled"))
                 elif why is None:  # shutting down: leave the task to another process
                     await asyncio.shield(self.book.release(record.task_id))
         except Exception:  # the store failed: the lease lapses and another process resumes
@@ -212,11 +212,11 @@ class TaskRunner:
     async def _step(self, record: TaskRecord) -> bool:
         """Replay the handler once; True when answers came meanwhile and it should run again."""
         if await self.book.cancelled(record.task_id):
-            await self._settle(record, "cancelled")
+            await self.settle(record, "cancelled")
             return False
         entry = self.server.tables.tools.get(record.tool)
         if entry is None:  # the tool was removed by a redeploy
-            await self._settle(record, "failed", error=wire_error(
+            await self.settle(record, "failed", error=wire_error(
                 LookupError(record.tool), f"task {record.task_id}", self.log))
             return False
         answers = await self.book.answers(record)
@@ -231,10 +231,10 @@ class TaskRunner:
         try:
             out = await self._run(entry, round_, ctx, record.arguments)
         except (ProtocolError, StartTask) as exc:
-            await self._settle(record, "failed", error=wire_error(exc, record.tool, self.log))
+            await self.settle(record, "failed", error=wire_error(exc, record.tool, self.log))
             return False
         if round_.parked is None:
-            await self._settle(record, "completed", result=out)
+            await self.settle(record, "completed", result=out)
             return False
         return await self._park(record, answers, round_.parked, out)
 
@@ -268,7 +268,7 @@ class TaskRunner:
         # An answer stored while we ran found the lease taken: look again, now that it is free.
         return bool(await self.book.answers(record)) and await self.book.acquire(record)
 
-    async def _settle(self, record: TaskRecord, status: str, *, result: Any = None,
+    async def settle(self, record: TaskRecord, status: str, *, result: Any = None,
                       error: ProtocolError | None = None) -> None:
         """Write the terminal record, free the lease and the principal's slot."""
         if result is not None:
