@@ -84,7 +84,7 @@ from ._requests import (
 )
 from ._stepping import ManualFlow
 from ._tasks import TaskObserver, Tasks, TaskState, abandon_on_exit, with_tasks
-from ._telemetry import Telemetry
+from ._telemetry import ClientTelemetry
 from ._tools import ToolIndex
 from .transports._base import InProcess, Transport
 from .transports._targets import transport_for
@@ -137,7 +137,7 @@ class Client:
         self.era = Era(self.transport, mode, handlers=self.handlers, client_info=self.client_info)
         self.declare_tasks = declare_tasks
         self.tasks = Tasks(self)
-        self.telemetry = Telemetry()  # spans per flow and round: docs/operations.md
+        self.telemetry = ClientTelemetry()  # spans per flow and round: docs/operations.md
 
     async def __aenter__(self) -> Client:
         return self
