@@ -15,7 +15,6 @@ import os
 from mrtr import Context, Server
 from mrtr.auth import AuthSettings, ResourceServer
 from mrtr.http import McpApp
-from mrtr.server import Dispatcher
 
 app = Server("notes", version="1.0.0")
 NOTES: dict[str, dict[str, str]] = {}  # subject -> title -> text
@@ -71,4 +70,4 @@ def create_app() -> McpApp:
         scopes=("notes:read",),  # needed on every request
         resource=os.environ.get("MRTR_AUTH_RESOURCE"),  # the public URL, behind a proxy
     )
-    return McpApp(Dispatcher(app), authenticator=ResourceServer(settings))
+    return McpApp(app, authenticator=ResourceServer(settings))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from mrtr.server import Server as CoreServer
 
 if TYPE_CHECKING:
-    from mrtr.serving import ServerApp
+    from mrtr.http import McpApp
 
 __all__ = ["Server"]
 
@@ -43,10 +43,11 @@ class Server(CoreServer):
         allowed_hosts: Sequence[str] | None = None,
         allowed_origins: Sequence[str] | None = None,
         authenticator: Callable[[Mapping[str, str]], Awaitable[str | None]] | None = None,
-    ) -> ServerApp:
+    ) -> McpApp:
         """The ASGI app serving this server on `path`; the options are `McpApp`'s.
 
-        Keys come from MRTR_STATE_KEYS (else an ephemeral key), the store from MRTR_STORE.
+        Keys come from MRTR_STATE_KEYS (else an ephemeral key), the store from MRTR_STORE; the
+        app owns that store and closes it when its lifespan ends.
         """
         from mrtr.serving._launch import http_app
 

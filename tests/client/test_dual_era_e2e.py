@@ -15,7 +15,7 @@ import httpx
 import msgspec
 import pytest
 
-from mrtr.client import Client, Handlers, NotificationSink
+from mrtr.client import Client, Handlers, MessageSink
 from mrtr.client.transports._http import HTTPTransport
 from mrtr.client.transports._stdio import StdioTransport
 from mrtr.protocol import ElicitRequestParams, ElicitResult, RequestId, TextContent
@@ -53,7 +53,7 @@ class Recording(HTTPTransport):
     methods: list[str]
 
     async def request(self, message: bytes, *, request_id: RequestId,
-                      headers: Mapping[str, str], notify: NotificationSink) -> bytes:
+                      headers: Mapping[str, str], notify: MessageSink) -> bytes:
         self.methods = [*getattr(self, "methods", []), msgspec.json.decode(message)["method"]]
         return await super().request(message, request_id=request_id, headers=headers,
                                      notify=notify)

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
-from mrtr.client import Fulfil, Telemetry, TooManyRounds, call_flow, drive  # noqa: E402
+from mrtr.client import ClientTelemetry, Fulfil, TooManyRounds, call_flow, drive  # noqa: E402
 from mrtr.client._flow import FlowRequest  # noqa: E402
 from mrtr.protocol import (  # noqa: E402
     CallToolRequest,
@@ -35,14 +35,14 @@ ASK = ElicitRequest(params=ElicitRequestParams(message="?", requested_schema={
     "type": "object", "properties": {}}))
 
 
-def traced() -> tuple[Telemetry, InMemorySpanExporter]:
+def traced() -> tuple[ClientTelemetry, InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return Telemetry(tracer_provider=provider), exporter
+    return ClientTelemetry(tracer_provider=provider), exporter
 
 
-def run_flow(telemetry: Telemetry | None, rounds: int, max_rounds: int = 10) -> list[str]:
+def run_flow(telemetry: ClientTelemetry | None, rounds: int, max_rounds: int = 10) -> list[str]:
     """Drive a flow against a fake server asking `rounds - 1` times; the traceparents it saw."""
     seen: list[str] = []
     ids = iter(range(2, 100))
@@ -92,8 +92,8 @@ def test_a_failed_flow_ends_its_span_with_the_error() -> None:
 
 def test_without_telemetry_or_sdk_requests_are_untouched() -> None:
     assert run_flow(None, rounds=2) == ["UNSET", "UNSET"]
-    assert Telemetry().flow() is None  # the global provider is the API's proxy in tests
-    assert run_flow(Telemetry(), rounds=2) == ["UNSET", "UNSET"]
+    assert ClientTelemetry().flow() is None  # the global provider is the API's proxy in tests
+    assert run_flow(ClientTelemetry(), rounds=2) == ["UNSET", "UNSET"]
 
 
 def test_task_requests_of_a_flow_are_traced_with_their_task_id() -> None:

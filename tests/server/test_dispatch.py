@@ -21,7 +21,7 @@ from mrtr.protocol import (
     TextResourceContents,
 )
 from mrtr.server import CachePolicy, Dispatcher, Peer, Reply, Sealer
-from mrtr.server._peer import NotificationSink
+from mrtr.server._peer import Notifier
 from mrtr.server._sealing import Binding
 from tests.server import wire
 from tests.server.wire import WireClient, check_reply, require_schema
@@ -347,7 +347,7 @@ def test_sink_receives_notifications() -> None:
     async def sink(notification: msgspec.Struct) -> None:
         seen.append(notification)
 
-    typed: NotificationSink = sink
+    typed: Notifier = sink
     dispatcher = Dispatcher(server)
     with WireClient(server) as client:
         data = message(client, "tools/call", {"name": "tick", "arguments": {}},

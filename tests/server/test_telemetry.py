@@ -27,8 +27,8 @@ from mrtr.server import (  # noqa: E402
     Form,
     Peer,
     Server,
+    ServerTelemetry,
     SessionServer,
-    Telemetry,
 )
 from mrtr.stores import MemoryStore  # noqa: E402
 
@@ -63,7 +63,7 @@ class Rig:
         tracer_provider = TracerProvider()
         tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
         self.reader = InMemoryMetricReader()
-        telemetry = Telemetry(tracer_provider=tracer_provider,
+        telemetry = ServerTelemetry(tracer_provider=tracer_provider,
                               meter_provider=MeterProvider(metric_readers=[self.reader]))
         self.dispatcher = Dispatcher(app, telemetry=telemetry, store=store)
 
@@ -240,7 +240,7 @@ def test_failing_telemetry_is_logged_and_the_request_is_served(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     rig = Rig()
-    rig.dispatcher.telemetry = Telemetry(tracer_provider=BrokenTracerProvider())
+    rig.dispatcher.telemetry = ServerTelemetry(tracer_provider=BrokenTracerProvider())
     first = rig.call({"name": "greet"})
     assert first["result"]["resultType"] == "input_required"
     assert any("telemetry failed" in r.getMessage() for r in caplog.records)
@@ -253,6 +253,6 @@ def test_a_sampled_out_request_is_served_and_exports_nothing() -> None:
     provider = TracerProvider(sampler=ALWAYS_OFF)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     rig = Rig()
-    rig.dispatcher.telemetry = Telemetry(tracer_provider=provider)
+    rig.dispatcher.telemetry = ServerTelemetry(tracer_provider=provider)
     assert rig.call({"name": "greet"})["result"]["resultType"] == "input_required"
     assert exporter.get_finished_spans() == ()

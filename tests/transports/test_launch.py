@@ -13,8 +13,8 @@ import msgspec
 import pytest
 
 from mrtr import Context, Server
+from mrtr.http import McpApp
 from mrtr.server import Dispatcher, generate_key
-from mrtr.serving import ServerApp
 from mrtr.serving._launch import http_app, locate, run
 from mrtr.stores import MemoryStore
 from tests.transports.conftest import ROOT, call, cli_env, free_port, post_args, stop, wait_ready
@@ -28,7 +28,7 @@ async def sure(ctx: Context) -> str:
     return "yes" if await ctx.confirm("Sure?", key="sure") else "no"
 
 
-def post(mcp: ServerApp, body: dict[str, Any], url: str = "http://127.0.0.1/mcp",
+def post(mcp: McpApp, body: dict[str, Any], url: str = "http://127.0.0.1/mcp",
          **scope: str) -> dict[str, Any]:
     async def go() -> dict[str, Any]:
         transport = httpx.ASGITransport(app=mcp, root_path=scope.get("root_path", ""))
@@ -68,30 +68,78 @@ class Closing(MemoryStore):
         self.closed += 1
 
 
-def test_18_the_asgi_lifespan_closes_the_store() -> None:
-    mcp = app.http_app()
-    store = Closing()
-    mcp.dispatcher = Dispatcher(app, store=store)
-    sent: list[dict[str, Any]] = []
+def lifespan_of(mcp: McpApp, store: Closing) -> list[str]:
+    """Run `mcp`'s ASGI lifespan; the store must be closed only when shutdown completes."""
+    sent: list[str] = []
     inbox = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
 
     async def receive() -> dict[str, Any]:
         return inbox.pop(0)
 
     async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-        assert store.closed == (message["type"] == "lifespan.shutdown.complete")
+        sent.append(message["type"])
+        assert store.closed == (mcp.owns_store and message["type"] == "lifespan.shutdown.complete")
 
     asyncio.run(mcp({"type": "lifespan"}, receive, send))
-    assert [m["type"] for m in sent] == ["lifespan.startup.complete",
-                                         "lifespan.shutdown.complete"]
+    return sent
+
+
+def test_18_the_asgi_lifespan_closes_the_store() -> None:
+    mcp = app.http_app()
+    store = Closing()
+    mcp.dispatcher = Dispatcher(app, store=store)
+    assert lifespan_of(mcp, store) == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     assert store.closed == 1
+
+
+def test_24_a_hand_built_mcp_app_leaves_its_callers_store_open() -> None:
+    store = Closing()
+    mcp = McpApp(Dispatcher(app, store=store))
+    assert lifespan_of(mcp, store) == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert store.closed == 0
+    owning = McpApp(Dispatcher(app, store=store), owns_store=True)
+    lifespan_of(owning, store)
+    assert store.closed == 1
+
+
+def test_24_a_parent_app_runs_the_lifespan_as_a_context_manager() -> None:
+    mcp = app.http_app()
+    store = Closing()
+    mcp.dispatcher = Dispatcher(app, store=store)
+
+    async def parent() -> None:
+        async with mcp.lifespan(object()):  # FastAPI(lifespan=mcp.lifespan) passes the app
+            assert store.closed == 0
+        assert store.closed == 1
+
+    asyncio.run(parent())
 
 
 def test_18_mounted_at_a_prefix_the_endpoint_is_prefix_plus_path() -> None:
     mcp = app.http_app()
     found = post(mcp, call("sure"), url="http://127.0.0.1/tools/mcp", root_path="/tools")
     assert found["result"]["resultType"] == "input_required"
+
+
+def test_24_a_hand_built_mcp_app_honours_root_path_when_mounted() -> None:
+    mcp = McpApp(Dispatcher(app))
+    found = post(mcp, call("sure"), url="http://127.0.0.1/tools/mcp", root_path="/tools")
+    assert found["result"]["resultType"] == "input_required"
+    unmounted = post(mcp, call("sure"), url="http://127.0.0.1/tools/mcp")
+    assert unmounted["error"]["message"].startswith("Not Found")
+
+
+def test_24_mcp_app_takes_a_server_and_builds_its_dispatcher() -> None:
+    mcp = McpApp(app, path="/x")
+    assert isinstance(mcp.dispatcher, Dispatcher) and mcp.dispatcher.server is app
+    assert post(mcp, call("sure"), url="http://127.0.0.1/x")["result"]["resultType"] == \
+        "input_required"
+
+
+def test_24_http_app_builds_an_mcp_app_that_owns_its_store() -> None:
+    mcp = app.http_app()
+    assert type(mcp) is McpApp and mcp.owns_store  # ServerApp is now a deprecated name of it
+    assert not McpApp(app).owns_store
 
 
 def test_18_run_refuses_an_unknown_transport() -> None:

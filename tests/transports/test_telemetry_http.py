@@ -30,11 +30,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 from opentelemetry.trace import SpanKind  # noqa: E402
 
-from mrtr.client import Client, Handlers, HTTPTransport  # noqa: E402
-from mrtr.client import Telemetry as ClientTelemetry  # noqa: E402
+from mrtr.client import Client, ClientTelemetry, Handlers, HTTPTransport  # noqa: E402
 from mrtr.http import McpApp
 from mrtr.protocol import ElicitRequestParams, ElicitResult  # noqa: E402
-from mrtr.server import Dispatcher, Telemetry  # noqa: E402
+from mrtr.server import Dispatcher, ServerTelemetry  # noqa: E402
 from tests.transports import apps  # noqa: E402
 from tests.transports.conftest import (  # noqa: E402
     ROOT,
@@ -62,7 +61,7 @@ def memory_tracing() -> tuple[TracerProvider, InMemorySpanExporter]:
 
 def greet_over_http(server_tracing: TracerProvider, client_tracing: TracerProvider) -> str:
     port = free_port()
-    app = McpApp(Dispatcher(apps.app, telemetry=Telemetry(tracer_provider=server_tracing)))
+    app = McpApp(Dispatcher(apps.app, telemetry=ServerTelemetry(tracer_provider=server_tracing)))
 
     async def go() -> str:
         async with Client(HTTPTransport(f"http://127.0.0.1:{port}/mcp"),
@@ -186,7 +185,7 @@ HEADER_PARENT = "00-11111111111111111111111111111111-2222222222222222-01"
 ])
 def test_meta_traceparent_wins_over_the_http_header(in_meta: bool, trace_id: str) -> None:
     tracing, exporter = memory_tracing()
-    app = McpApp(Dispatcher(apps.app, telemetry=Telemetry(tracer_provider=tracing)))
+    app = McpApp(Dispatcher(apps.app, telemetry=ServerTelemetry(tracer_provider=tracing)))
     body = call("add", {"a": 1, "b": 2}, extra_meta={"traceparent": META_PARENT} if in_meta
                 else None)
 
@@ -236,7 +235,7 @@ def test_serve_keeps_a_dispatchers_telemetry_when_it_adds_a_store_or_keys() -> N
     from mrtr.serving._stores import with_store
     from mrtr.serving._target import with_keys
 
-    telemetry = Telemetry(tracer_provider=memory_tracing()[0])
+    telemetry = ServerTelemetry(tracer_provider=memory_tracing()[0])
     own = Dispatcher(apps.app, telemetry=telemetry)
     assert with_store(own, "memory:").telemetry is telemetry
     assert with_keys(own, parse_keys(generate_key())).telemetry is telemetry

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING
 
 from mrtr.client._client import Client
@@ -31,9 +32,9 @@ from mrtr.client._session import VersionRefused
 from mrtr.client._stepping import ManualFlow
 from mrtr.client._tasks import Tasks
 from mrtr.client._tasks_flow import TaskCancelled, TaskFailed, TaskObserver
-from mrtr.client._telemetry import Telemetry
+from mrtr.client._telemetry import ClientTelemetry
 from mrtr.client.transports._base import (
-    NotificationSink,
+    MessageSink,
     SessionExpired,
     SessionTransport,
     Transport,
@@ -51,6 +52,7 @@ __all__ = [
     "Client",
     "ClientError",
     "ClientLimits",
+    "ClientTelemetry",
     "connect",
     "drive",
     "ElicitationHandler",
@@ -60,8 +62,8 @@ __all__ = [
     "InputRefused",
     "ListTooLong",
     "ManualFlow",
+    "MessageSink",
     "Mode",
-    "NotificationSink",
     "ProgressHandler",
     "RootsHandler",
     "RoundHook",
@@ -79,7 +81,6 @@ __all__ = [
     "TaskFailed",
     "TaskObserver",
     "Tasks",
-    "Telemetry",
     "TooManyInputs",
     "TooManyRounds",
     "Transport",
@@ -95,8 +96,14 @@ _LAZY = {"connect": "mrtr.client._connect",
          "ServerExited": "mrtr.client.transports._stdio",
          "TAIL": "mrtr.client.transports._stdio"}
 
+_DEPRECATED = {"NotificationSink": "MessageSink", "Telemetry": "ClientTelemetry"}
+
 
 def __getattr__(name: str) -> object:
+    if name in _DEPRECATED:
+        warnings.warn(f"mrtr.client.{name} is now mrtr.client.{_DEPRECATED[name]}",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[_DEPRECATED[name]]
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'mrtr.client' has no attribute {name!r}")

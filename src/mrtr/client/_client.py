@@ -66,7 +66,7 @@ from ._requester import Requester
 from ._requests import ListRequest, ProgressHandler, default_client_info
 from ._stepping import ManualFlow
 from ._tasks import TaskObserver, Tasks, TaskState, abandon_on_exit, send_cancel
-from ._telemetry import Telemetry
+from ._telemetry import ClientTelemetry
 from .transports._base import InProcess, Transport
 from .transports._targets import transport_for
 
@@ -115,7 +115,7 @@ class Client:
         self.declare_tasks = declare_tasks
         self._wire = Requester(self, clock)
         self.tasks = Tasks(self, self._wire)
-        self.telemetry = Telemetry()  # spans per flow and round: docs/operations.md
+        self.telemetry = ClientTelemetry()  # spans per flow and round: docs/operations.md
 
     async def __aenter__(self) -> Client:
         return self

@@ -39,7 +39,7 @@ from mrtr.protocol import (
 from ._handlers import Handlers
 from ._requests import Request, request_headers
 from ._session import NEGOTIABLE_VERSIONS, Session
-from .transports._base import NotificationSink, Transport, TransportError
+from .transports._base import MessageSink, Transport, TransportError
 
 __all__ = ["PROBE_TIMEOUT", "Era", "Mode", "speaks_modern"]
 
@@ -91,7 +91,7 @@ class Era:
         self._ids = itertools.count(1)
 
     async def request(
-        self, request: Request, *, headers: Mapping[str, str], notify: NotificationSink
+        self, request: Request, *, headers: Mapping[str, str], notify: MessageSink
     ) -> bytes:
         """Send `request` (built for 2026-07-28) in the server's era; return the raw reply.
 

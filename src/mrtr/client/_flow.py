@@ -27,7 +27,7 @@ from ._errors import InputRefused, TooManyInputs, TooManyRounds, UnexpectedResul
 from ._limits import ClientLimits
 from ._steps import FlowRequest, Fulfil, Send, Sleep, Step, TaskRequest
 from ._tasks_flow import TaskState, as_result, task_flow
-from ._telemetry import Telemetry
+from ._telemetry import ClientTelemetry
 
 __all__ = [
     "FlowRequest",
@@ -180,7 +180,7 @@ async def drive(
     send: Sender,
     fulfil: Fulfiller,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    telemetry: Telemetry | None = None,
+    telemetry: ClientTelemetry | None = None,
 ) -> ResultT:
     """Run `flow` to completion with async `send`, `fulfil` and `sleep`.
 

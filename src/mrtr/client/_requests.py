@@ -30,7 +30,7 @@ from mrtr.protocol import (
 
 from ._errors import UnexpectedResult
 from ._steps import FlowRequest, TaskRequest
-from .transports._base import NotificationSink
+from .transports._base import MessageSink
 
 __all__ = [
     "default_client_info",
@@ -93,7 +93,7 @@ def decode_reply(raw: bytes, method: str) -> object:
         raise UnexpectedResult(f"invalid reply to {method}: {exc.message}") from None
 
 
-def progress_sink(request: Request, progress: ProgressHandler | None) -> NotificationSink:
+def progress_sink(request: Request, progress: ProgressHandler | None) -> MessageSink:
     """A sink passing this request's `notifications/progress` to `progress`."""
     token = request.params.meta.progress_token
 

@@ -46,7 +46,7 @@ from mrtr.protocol import (
 from ._errors import ClientError, InputRefused, UnexpectedResult
 from ._handlers import Handlers, fulfil
 from ._requests import Request
-from .transports._base import NotificationSink, SessionExpired, SessionTransport, Transport
+from .transports._base import MessageSink, SessionExpired, SessionTransport, Transport
 
 __all__ = ["NEGOTIABLE_VERSIONS", "Session", "VersionRefused"]
 
@@ -130,7 +130,7 @@ class Session:
         if (self._listener is None or self._listener.done()) and _has_session_io(self.transport):
             self._listener = asyncio.create_task(self._listen(self.transport))
 
-    async def request(self, request: Request, notify: NotificationSink) -> bytes:
+    async def request(self, request: Request, notify: MessageSink) -> bytes:
         """Send `request` without modern `_meta`; return the raw reply.
 
         `server/discover` is answered here from `initialize`. A 404 ending the HTTP session
@@ -176,7 +176,7 @@ class Session:
             instructions=self.result.instructions, meta={SERVER_INFO_KEY: info},
         )
 
-    def sink(self, inner: NotificationSink | None) -> NotificationSink:
+    def sink(self, inner: MessageSink | None) -> MessageSink:
         """A sink answering server requests and passing everything else to `inner`."""
 
         def sink(message: bytes) -> None:

@@ -1,8 +1,8 @@
 """Client telemetry: one span per flow, a CLIENT child span per round, `traceparent` in `_meta`."""
 
 # Design: optional like the server's (mrtr[otel]); the package is imported once, when the first
-# Telemetry is built. While no SDK is configured `flow()` returns None and `drive` sends the
-# requests untouched. Each round's request carries its own CLIENT span's context in
+# ClientTelemetry is built. While no SDK is configured `flow()` returns None and `drive` sends
+# the requests untouched. Each round's request carries its own CLIENT span's context in
 # `_meta.traceparent` (the OpenTelemetry MCP conventions), so the server's span for that round
 # is its child and all rounds of one call share one trace.
 from __future__ import annotations
@@ -16,7 +16,7 @@ import msgspec
 
 from mrtr.protocol import CreateTaskResult, InputRequiredResult
 
-__all__ = ["FlowTrace", "Telemetry"]
+__all__ = ["ClientTelemetry", "FlowTrace"]
 
 SCOPE = "mrtr"
 _NAMED = {"tools/call": "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name"}
@@ -36,7 +36,7 @@ def _load_api() -> Any:
         inert_providers=(trace.ProxyTracerProvider, trace.NoOpTracerProvider))
 
 
-class Telemetry:
+class ClientTelemetry:
     """Traces a Client's flows; `tracer_provider` defaults to OpenTelemetry's global one."""
 
     def __init__(self, *, tracer_provider: object = None) -> None:

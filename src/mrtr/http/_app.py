@@ -6,14 +6,17 @@ basic/transports/streamable-http). Protocol decisions stay in the Dispatcher.
 
 # Design: a transport-level rejection (403, 404, 405, 413, 415, 400 for bad headers) carries a
 # JSON-RPC error body without an id: the body was never read. Host/Origin checks live in
-# _hosts.py, the reply of one request (JSON or SSE) in _exchange.py.
+# _hosts.py, the reply of one request (JSON or SSE) in _exchange.py. A store the app owns
+# (`owns_store`: Server.http_app() made it) is closed in the ASGI lifespan; `lifespan` lets a
+# parent app run it, since Starlette does not forward lifespan events to mounted apps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from mrtr.errors import (
@@ -29,7 +32,7 @@ from mrtr.http._health import PROBE_PATHS, Health
 from mrtr.http._hosts import HostCheck
 from mrtr.http._sessions import SessionEndpoint, session_era
 from mrtr.protocol import encode_error
-from mrtr.server import Dispatcher, Peer, Principal, Reply
+from mrtr.server import Dispatcher, Peer, Principal, Reply, Server
 
 if TYPE_CHECKING:
     from mrtr.server import MemoryTransport
@@ -75,8 +78,11 @@ class _Reject(Exception):  # noqa: N818 - internal control flow
 
 
 class McpApp:
-    """ASGI app serving one Dispatcher on `path` (POST only).
+    """The ASGI app serving a Server on `path` (POST only).
 
+    `dispatcher` is the Server, or a Dispatcher configured around it (keys, store, telemetry);
+    a Server gets a Dispatcher of its own (an ephemeral key, no store). Mounted at a prefix
+    (Starlette `Mount`, FastAPI `app.mount`), the endpoint is the prefix followed by `path`.
     `allowed_hosts` lists the names accepted in `Host` and in `Origin`: `name` on any port, or
     `name:port` exactly; None accepts the loopback names on any port. `allowed_origins` adds
     full origins (`https://app.example`).
@@ -84,11 +90,12 @@ class McpApp:
     `sessions` also serves `initialize` clients (2025-11-25 and earlier) on the same path;
     `ask_timeout` is how long their server→client requests wait for an answer (seconds).
     `health` serves `GET /healthz` and `GET /readyz` (docs/operations.md) beside `path`.
+    `owns_store` closes the Dispatcher's store when the ASGI lifespan ends (see `lifespan`).
     """
 
     def __init__(
         self,
-        dispatcher: Dispatcher,
+        dispatcher: Dispatcher | Server,
         *,
         path: str = "/mcp",
         allowed_hosts: Sequence[str] | None = None,
@@ -101,8 +108,11 @@ class McpApp:
         sessions: bool = True,
         ask_timeout: float = 600.0,
         health: bool = True,
+        owns_store: bool = False,
     ) -> None:
-        self.dispatcher = dispatcher
+        self.dispatcher = (dispatcher if isinstance(dispatcher, Dispatcher)
+                           else Dispatcher(dispatcher))
+        self.owns_store = owns_store
         self.path = path
         self.hosts = HostCheck(allowed_hosts, allowed_origins or ())
         self.authenticator = authenticator
@@ -129,12 +139,39 @@ class McpApp:
     async def __call__(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
         kind = scope["type"]
         if kind == "http":
+            root = scope.get("root_path", "")
+            if root and scope.get("path", "").startswith(root):  # mounted at a prefix
+                scope = {**scope, "path": scope["path"][len(root):] or "/"}
             await self._http(scope, receive, send)
         elif kind == "lifespan":
-            await _lifespan(receive, send)
+            await self._lifespan(receive, send)
         elif kind == "websocket":
             await receive()
             await send({"type": "websocket.close", "code": 1008})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: object = None) -> AsyncIterator[None]:
+        """Run the app's start-up and shutdown: `FastAPI(lifespan=mcp.lifespan)`.
+
+        At shutdown it closes the Dispatcher's store if the app owns it (`owns_store`).
+        """
+        try:
+            yield
+        finally:
+            store = self.dispatcher.store
+            if self.owns_store and store is not None:
+                await store.aclose()
+                logging.getLogger("mrtr.serve").info("%s closed", type(store).__name__)
+
+    async def _lifespan(self, receive: ASGIReceive, send: ASGISend) -> None:
+        message = await receive()
+        if message["type"] != "lifespan.startup":
+            return
+        async with self.lifespan():
+            await send({"type": "lifespan.startup.complete"})
+            while (await receive())["type"] != "lifespan.shutdown":
+                pass
+        await send({"type": "lifespan.shutdown.complete"})
 
     async def _http(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
         path = scope.get("path")
@@ -283,16 +320,6 @@ class McpApp:
                 # The usual case is one message holding the whole body: no join, no copy.
                 return b"".join((*chunks, chunk)) if chunks else chunk
             chunks.append(chunk)
-
-
-async def _lifespan(receive: ASGIReceive, send: ASGISend) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
 
 
 def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:

@@ -52,7 +52,7 @@ from mrtr.server._asks import (
 )
 from mrtr.server._forms import Confirmation, FormInvalid, render_form, validate_against_schema
 from mrtr.server._journal import FlowState
-from mrtr.server._peer import NotificationSink, Peer, Principal
+from mrtr.server._peer import Notifier, Peer, Principal
 
 if TYPE_CHECKING:
     from mrtr.server._ledger import Ledger
@@ -79,7 +79,7 @@ class Context:
         flow: FlowState,
         input_responses: Mapping[str, object],
         settler: Settler,
-        sink: NotificationSink | None = None,
+        sink: Notifier | None = None,
         ledger: Ledger | None = None,
         flow_deadline: Callable[[], float] | None = None,
     ) -> None:

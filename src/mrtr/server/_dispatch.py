@@ -38,14 +38,14 @@ from mrtr.server._asks import Suspend
 from mrtr.server._failures import wire_error
 from mrtr.server._ledger import Ledger
 from mrtr.server._listing import Lister
-from mrtr.server._peer import NotificationSink, Peer
+from mrtr.server._peer import Notifier, Peer
 from mrtr.server._probe import Probe
 from mrtr.server._registry import Server
 from mrtr.server._rounds import RoundEngine
 from mrtr.server._runs import Runner, invoke_tool
 from mrtr.server._sealing import Sealer
 from mrtr.server._store_timing import TimedStore
-from mrtr.server._telemetry import Telemetry
+from mrtr.server._telemetry import ServerTelemetry
 from mrtr.server.tasks._listen import TaskListener
 from mrtr.server.tasks._methods import TaskMethods
 from mrtr.server.tasks._records import TaskBook, TaskPolicy
@@ -102,7 +102,11 @@ class Reply:
 
 
 class Dispatcher:
-    """Serves decoded requests for one Server with one Sealer."""
+    """The engine serving one Server's requests with one Sealer (and store, telemetry).
+
+    `McpApp(server)` and `mrtr serve` build one; build it yourself to configure it (keys, store,
+    max_rounds, telemetry) or to call `serve_stdio`.
+    """
 
     def __init__(
         self,
@@ -113,7 +117,7 @@ class Dispatcher:
         logger: logging.Logger | None = None,
         store: Store | None = None,
         tasks: TaskPolicy | None = None,
-        telemetry: Telemetry | None = None,
+        telemetry: ServerTelemetry | None = None,
     ) -> None:
         self.server = server
         self.max_rounds = max_rounds
@@ -126,8 +130,8 @@ class Dispatcher:
         # Design: with a store every round is single-use and ctx.once runs once per flow across
         # processes (_ledger.py); None keeps rounds replayable at no cost (one process, tests).
         self.store = store
-        # Telemetry (docs/operations.md): OpenTelemetry's global providers unless given.
-        self.telemetry = telemetry if telemetry is not None else Telemetry()
+        # ServerTelemetry (docs/operations.md): OpenTelemetry's global providers unless given.
+        self.telemetry = telemetry if telemetry is not None else ServerTelemetry()
         self._traced = self.telemetry.enabled  # False: OpenTelemetry is not even installed
         if store is not None and self.telemetry.recording():
             store = TimedStore(store, self.telemetry)  # latency and replays: an SDK is set up
@@ -141,7 +145,7 @@ class Dispatcher:
         self.tasks = TaskRunner(server, engine, book, meta, self.log, invoke_tool)
         self._runner.tasks = self.tasks
         task_methods = TaskMethods(self.tasks)
-        self._routes: dict[str, Callable[[Any, Peer, NotificationSink | None], Any]] = {
+        self._routes: dict[str, Callable[[Any, Peer, Notifier | None], Any]] = {
             "server/discover": self._discover,
             "tools/list": self._lister.tools,
             "prompts/list": self._lister.prompts,
@@ -181,7 +185,7 @@ class Dispatcher:
         return message
 
     async def handle(
-        self, request: Message, peer: Peer, sink: NotificationSink | None = None
+        self, request: Message, peer: Peer, sink: Notifier | None = None
     ) -> Reply:
         """Serve one decoded request; every failure becomes an error Reply, never an exception."""
         # The Probe names the request in log lines and telemetry (docs/operations.md).
@@ -221,7 +225,7 @@ class Dispatcher:
         peer: Peer,
         *,
         headers: Mapping[str, str] | None = None,
-        sink: NotificationSink | None = None,
+        sink: Notifier | None = None,
     ) -> Reply | None:
         """`receive` + `handle`; None for a notification (HTTP answers 202)."""
         try:

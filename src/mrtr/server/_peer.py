@@ -13,10 +13,10 @@ from typing import Protocol
 
 import msgspec
 
-__all__ = ["NotificationSink", "Peer", "Principal"]
+__all__ = ["Notifier", "Peer", "Principal"]
 
 
-class NotificationSink(Protocol):
+class Notifier(Protocol):
     """Delivers a request-scoped notification (progress, log) to the client."""
 
     async def __call__(self, notification: msgspec.Struct, /) -> None: ...

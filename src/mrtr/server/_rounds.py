@@ -43,7 +43,7 @@ from mrtr.server._asks import (
 from mrtr.server._context import Context
 from mrtr.server._journal import Answer, FlowState, decode_flow, encode_flow
 from mrtr.server._ledger import Ledger
-from mrtr.server._peer import NotificationSink, Peer
+from mrtr.server._peer import Notifier, Peer
 from mrtr.server._probe import note_open, note_seal
 from mrtr.server._sealing import Binding, Sealer, StateTooLarge
 
@@ -165,7 +165,7 @@ class Round:
         meta: RequestMeta,
         peer: Peer,
         input_responses: Mapping[str, object],
-        sink: NotificationSink | None = None,
+        sink: Notifier | None = None,
     ) -> Context:
         """The Context the handler runs with in this round."""
         self._responses = input_responses

@@ -27,7 +27,7 @@ from mrtr.protocol import (
 )
 from mrtr.server._context import Context, StartTask
 from mrtr.server._failures import tool_failure
-from mrtr.server._peer import NotificationSink, Peer
+from mrtr.server._peer import Notifier, Peer
 from mrtr.server._registry import Server, ToolEntry
 from mrtr.server._results import checked_tool_result, prompt_result, resource_contents
 from mrtr.server._rounds import Round, RoundEngine
@@ -58,7 +58,7 @@ class Runner:
             request_id=request.id, meta=request.params.meta, peer=peer, input_responses={})
 
     def _open(
-        self, request: Any, peer: Peer, sink: NotificationSink | None, target: str,
+        self, request: Any, peer: Peer, sink: Notifier | None, target: str,
         arguments: object,
     ) -> tuple[Round, Context]:
         """Open the round now (unseal any state; ProtocolError here) and build its Context."""
@@ -88,7 +88,7 @@ class Runner:
 
     # -- tools/call ------------------------------------------------------------------------------
     async def call_tool(
-        self, request: CallToolRequest, peer: Peer, sink: NotificationSink | None
+        self, request: CallToolRequest, peer: Peer, sink: Notifier | None
     ) -> CallToolResult | InputRequiredResult | CreateTaskResult:
         params = request.params
         entry = self._server.tables.tools.get(params.name)
@@ -121,7 +121,7 @@ class Runner:
         return self._tool_outcome(entry, out)
 
     async def _call_task_tool(
-        self, request: CallToolRequest, peer: Peer, sink: NotificationSink | None,
+        self, request: CallToolRequest, peer: Peer, sink: Notifier | None,
         entry: ToolEntry, arguments: dict[str, Any],
     ) -> CallToolResult | InputRequiredResult | CreateTaskResult:
         """A task tool for a client that declared the tasks extension: a task, after any MRTR
@@ -165,7 +165,7 @@ class Runner:
 
     # -- prompts/get -----------------------------------------------------------------------------
     async def get_prompt(
-        self, request: GetPromptRequest, peer: Peer, sink: NotificationSink | None
+        self, request: GetPromptRequest, peer: Peer, sink: Notifier | None
     ) -> GetPromptResult | InputRequiredResult:
         params = request.params
         entry = self._server.tables.prompts.get(params.name)
@@ -195,7 +195,7 @@ class Runner:
 
     # -- resources/read --------------------------------------------------------------------------
     async def read_resource(
-        self, request: ReadResourceRequest, peer: Peer, sink: NotificationSink | None
+        self, request: ReadResourceRequest, peer: Peer, sink: Notifier | None
     ) -> ReadResourceResult | InputRequiredResult:
         uri = request.params.uri
         entry = self._server.tables.resources.get(uri)

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from mrtr.server._probe import note_store_hit
-from mrtr.server._telemetry import Telemetry
+from mrtr.server._telemetry import ServerTelemetry
 from mrtr.stores import Claim, ClaimStatus, Store
 
 __all__ = ["TimedStore"]
@@ -21,7 +21,7 @@ T = TypeVar("T")
 class TimedStore:
     """Wraps `store`; each call's duration goes to `mrtr.store.operation.duration`."""
 
-    def __init__(self, store: Store, telemetry: Telemetry) -> None:
+    def __init__(self, store: Store, telemetry: ServerTelemetry) -> None:
         self.store = store
         self._telemetry = telemetry
 

@@ -1,12 +1,12 @@
-"""Telemetry: one OpenTelemetry SERVER span and a few metrics per request, inert without an SDK."""
+"""ServerTelemetry: an OpenTelemetry SERVER span and metrics per request, inert without an SDK."""
 
-# Design: `opentelemetry` is optional (mrtr[otel]); it is imported once, when the first Telemetry
-# is built, never per request. With the API installed but no SDK configured, the global
-# providers are the API's proxies: a request then costs one provider look-up and no attribute
-# building. Spans follow the OpenTelemetry MCP conventions (`{mcp.method.name} {target}`, kind
-# SERVER, mcp.*, gen_ai.*, jsonrpc.request.id, error.type) plus mrtr.* attributes only this
-# server knows: flow id, round, keys asked, outcome, the state rejection reason, store hits.
-# Parent context: `_meta.traceparent` first, then the HTTP `traceparent` header (Peer). Each
+# Design: `opentelemetry` is optional (mrtr[otel]); it is imported once, when the first
+# ServerTelemetry is built, never per request. With the API installed but no SDK configured, the
+# global providers are the API's proxies: a request then costs one provider look-up and no
+# attribute building. Spans follow the OpenTelemetry MCP conventions (`{mcp.method.name}
+# {target}`, kind SERVER, mcp.*, gen_ai.*, jsonrpc.request.id, error.type) plus mrtr.* attributes
+# only this server knows: flow id, round, keys asked, outcome, the state rejection reason, store
+# hits. Parent context: `_meta.traceparent` first, then the HTTP `traceparent` header (Peer). Each
 # round's span context is sealed into the next round's state, so round N links to round N-1.
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from mrtr.protocol import UNSET, CreateTaskResult, ElicitRequest, InputRequiredR
 from mrtr.server._peer import Peer
 from mrtr.server._probe import Probe
 
-__all__ = ["Telemetry", "load_api"]
+__all__ = ["ServerTelemetry", "load_api"]
 
 SCOPE = "mrtr"
 _LOG = logging.getLogger("mrtr.telemetry")
@@ -100,7 +100,7 @@ class Instruments:
                 for method, count in list(self.in_flight.items())]
 
 
-class Telemetry:
+class ServerTelemetry:
     """Traces and metrics of one Dispatcher.
 
     `tracer_provider` and `meter_provider` default to OpenTelemetry's global ones, looked up

@@ -3,8 +3,20 @@
 Targets, the per-user key file, the store a process uses, log configuration, uvicorn workers.
 """
 
-from mrtr.serving._launch import ServerApp, http_app, run
+import warnings
+
+from mrtr.serving._launch import http_app, run
 from mrtr.serving._logging import JsonFormatter, RequestContext
 from mrtr.serving._serve import serve
 
-__all__ = ["http_app", "JsonFormatter", "RequestContext", "run", "serve", "ServerApp"]
+__all__ = ["http_app", "JsonFormatter", "RequestContext", "run", "serve"]
+
+
+def __getattr__(name: str) -> object:
+    if name == "ServerApp":  # deprecated: McpApp owns a store and honours root_path itself
+        warnings.warn("mrtr.serving.ServerApp is now mrtr.http.McpApp", DeprecationWarning,
+                      stacklevel=2)
+        from mrtr.http import McpApp
+
+        return McpApp
+    raise AttributeError(f"module 'mrtr.serving' has no attribute {name!r}")

@@ -9,67 +9,25 @@ inside their bodies; it is the only transports module the server layer ever name
 # drift. http_app() is for an app someone else serves (uvicorn, a FastAPI mount): it cannot know
 # the bind address, so without MRTR_STATE_KEYS it seals with an ephemeral key (the rule for any
 # process not started by `mrtr serve`), and without MRTR_STORE its store is in memory. The app
-# owns that store and closes it in the ASGI lifespan; `lifespan` lets a parent app run it, since
-# Starlette does not forward lifespan events to mounted apps.
+# owns that store (`owns_store`) and closes it in the ASGI lifespan.
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from mrtr.http._app import ASGIReceive, ASGIScope, ASGISend, Authenticator, McpApp
+from mrtr.http._app import Authenticator, McpApp
 from mrtr.server import Dispatcher, Server, parse_keys
 from mrtr.serving._keyfile import default_key_file
 from mrtr.serving._target import KEYS_ENV, with_keys
 from mrtr.stores import MemoryStore, store_from_env
 
-__all__ = ["EPHEMERAL_ENV", "ServerApp", "http_app", "run"]
+__all__ = ["EPHEMERAL_ENV", "http_app", "run"]
 
 EPHEMERAL_ENV = "MRTR_EPHEMERAL_KEY"  # the same variable `mrtr serve --ephemeral-key` reads
 _NAMES = ("app", "mcp", "server")
-log = logging.getLogger("mrtr.serve")
-
-
-class ServerApp(McpApp):
-    """An McpApp that owns its Dispatcher's store: the ASGI lifespan closes it at shutdown.
-
-    Mounted at a prefix (Starlette `Mount`, FastAPI `app.mount`), the endpoint is the prefix
-    followed by `path`: the mount's `root_path` is taken off the request path.
-    """
-
-    async def __call__(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
-        kind = scope["type"]
-        if kind == "lifespan":
-            await self._lifespan(receive, send)
-            return
-        root = scope.get("root_path", "")
-        if kind == "http" and root and scope.get("path", "").startswith(root):
-            scope = {**scope, "path": scope["path"][len(root):] or "/"}
-        await McpApp.__call__(self, scope, receive, send)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(self, app: object = None) -> AsyncIterator[None]:
-        """Run the app's start-up and shutdown: `FastAPI(lifespan=mcp.lifespan)`."""
-        try:
-            yield
-        finally:
-            store = self.dispatcher.store
-            if store is not None:
-                await store.aclose()
-                log.info("%s closed", type(store).__name__)
-
-    async def _lifespan(self, receive: ASGIReceive, send: ASGISend) -> None:
-        message = await receive()
-        if message["type"] != "lifespan.startup":
-            return
-        async with self.lifespan():
-            await send({"type": "lifespan.startup.complete"})
-            while (await receive())["type"] != "lifespan.shutdown":
-                pass
-        await send({"type": "lifespan.shutdown.complete"})
 
 
 def http_app(
@@ -80,8 +38,10 @@ def http_app(
     allowed_origins: Sequence[str] | None = None,
     authenticator: Authenticator | None = None,
     environ: Mapping[str, str] = os.environ,
-) -> ServerApp:
+) -> McpApp:
     """The ASGI app serving `server` on `path`; keys from MRTR_STATE_KEYS, store from MRTR_STORE.
+
+    The app owns the store: its ASGI lifespan (or `lifespan`, for a parent app) closes it.
 
     Raises ValueError for a malformed key or store URL, or a path not starting with "/".
     """
@@ -91,8 +51,8 @@ def http_app(
     dispatcher = with_keys(server, parse_keys(text) if text else None)
     store = store_from_env(environ) or MemoryStore()
     dispatcher = Dispatcher(server, sealer=dispatcher.sealer, store=store)
-    return ServerApp(dispatcher, path=path, allowed_hosts=allowed_hosts,
-                     allowed_origins=allowed_origins, authenticator=authenticator)
+    return McpApp(dispatcher, path=path, allowed_hosts=allowed_hosts,
+                  allowed_origins=allowed_origins, authenticator=authenticator, owns_store=True)
 
 
 def run(

@@ -17,14 +17,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from mrtr.client.auth import (
     AuthFlow,
     Authorize,
+    AuthStep,
     Callback,
     ClientInfo,
     DPoP,
+    HTTPSend,
     MemoryTokenStorage,
     OAuthSettings,
     RedirectUri,
-    Send,
-    Step,
 )
 
 
@@ -72,7 +72,7 @@ def test_the_flow_retries_with_the_servers_nonces() -> None:
     flow = AuthFlow(storage=MemoryTokenStorage(client=ClientInfo(client_id="c")),
                     grant="authorization_code", settings=OAuthSettings(), assertion=None,
                     clock=lambda: 1000.0, dpop=dpop)
-    gen: Generator[Step, object, None] = flow.run(httpx.Request("POST", RS))
+    gen: Generator[AuthStep, object, None] = flow.run(httpx.Request("POST", RS))
     use_nonce = json.dumps({"error": "use_dpop_nonce"}).encode()
     sends = [httpx.Response(401, headers={"WWW-Authenticate": "DPoP"}),
              httpx.Response(401, headers={"WWW-Authenticate": 'DPoP error="use_dpop_nonce"',
@@ -87,7 +87,7 @@ def test_the_flow_retries_with_the_servers_nonces() -> None:
             step = gen.send(answer)
         except StopIteration:
             break
-        if isinstance(step, Send):
+        if isinstance(step, HTTPSend):
             proof = step.request.headers.get("dpop")
             seen.append(("send " + step.request.headers.get("authorization", "-"),
                          verify(proof)[1] if proof else {}))

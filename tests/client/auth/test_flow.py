@@ -13,14 +13,14 @@ from mrtr.client.auth import (
     AuthError,
     AuthFlow,
     Authorize,
+    AuthStep,
     Callback,
     ClientInfo,
+    HTTPSend,
     MemoryTokenStorage,
     OAuthSettings,
     RedirectUri,
-    Send,
     ServerMetadata,
-    Step,
     check_callback,
 )
 
@@ -43,7 +43,7 @@ def reply(step: httpx.Request, status: int, body: object = None,
     return httpx.Response(status, content=content, headers=headers, request=step)
 
 
-def walk(gen: Generator[Step, object, None], server: dict[str, Any],
+def walk(gen: Generator[AuthStep, object, None], server: dict[str, Any],
          asked: list[str] | None = None) -> list[str]:
     """Answer each step from `server` (by URL without query); return what was asked, in order."""
     asked = [] if asked is None else asked
@@ -53,7 +53,7 @@ def walk(gen: Generator[Step, object, None], server: dict[str, Any],
             step = gen.send(answer)
         except StopIteration:
             return asked
-        if isinstance(step, Send):
+        if isinstance(step, HTTPSend):
             asked.append("SEND " + step.request.headers.get("authorization", "-"))
             answer = server["SEND"].pop(0)
         elif isinstance(step, RedirectUri):
@@ -71,7 +71,7 @@ def walk(gen: Generator[Step, object, None], server: dict[str, Any],
             answer = reply(step, status, body)
 
 
-def start(**settings: object) -> tuple[AuthFlow, Generator[Step, object, None]]:
+def start(**settings: object) -> tuple[AuthFlow, Generator[AuthStep, object, None]]:
     f = flow(**settings)
     return f, f.run(httpx.Request("POST", RS))
 

@@ -3,16 +3,18 @@
 `HTTPTransport(url, auth=OAuth(redirect=LoopbackRedirect()))` authorizes every request.
 """
 
+import warnings
+
 from mrtr.client.auth._assertion import PrivateKeyJWT
 from mrtr.client.auth._dpop import DPoP
 from mrtr.client.auth._flow import (
     AuthFlow,
     Authorize,
+    AuthStep,
     Callback,
+    HTTPSend,
     OAuthSettings,
     RedirectUri,
-    Send,
-    Step,
     check_callback,
 )
 from mrtr.client.auth._metadata import (
@@ -40,6 +42,7 @@ __all__ = [
     "AuthError",
     "AuthFlow",
     "Authorize",
+    "AuthStep",
     "Callback",
     "Challenge",
     "challenge_of",
@@ -49,6 +52,7 @@ __all__ = [
     "DPoP",
     "FileTokenStorage",
     "HeadlessRedirect",
+    "HTTPSend",
     "LoopbackRedirect",
     "MemoryTokenStorage",
     "new_pkce",
@@ -62,10 +66,20 @@ __all__ = [
     "RedirectHandler",
     "RedirectUri",
     "resource_metadata_urls",
-    "Send",
     "server_metadata_urls",
     "ServerMetadata",
-    "Step",
     "Tokens",
     "TokenStorage",
 ]
+
+# The flow's steps were `Send` and `Step`, the names of mrtr.client's own flow steps.
+_DEPRECATED = {"Send": "HTTPSend", "Step": "AuthStep"}
+
+
+def __getattr__(name: str) -> object:
+    new = _DEPRECATED.get(name)
+    if new is None:
+        raise AttributeError(f"module 'mrtr.client.auth' has no attribute {name!r}")
+    warnings.warn(f"mrtr.client.auth.{name} is now mrtr.client.auth.{new}", DeprecationWarning,
+                  stacklevel=2)
+    return globals()[new]

@@ -41,11 +41,12 @@ from mrtr.client.auth._requests import (
 )
 from mrtr.client.auth._storage import ClientInfo, Tokens, TokenStorage
 
-__all__ = ["Authorize", "AuthFlow", "Callback", "OAuthSettings", "RedirectUri", "Send", "Step"]
+__all__ = ["AuthFlow", "Authorize", "AuthStep", "Callback", "HTTPSend", "OAuthSettings",
+           "RedirectUri"]
 
 
 @dataclass(frozen=True)
-class Send:
+class HTTPSend:
     """Send the MCP request itself; answered with its httpx.Response (body unread)."""
 
     request: httpx.Request
@@ -74,7 +75,7 @@ class Callback:
     error_description: str | None = None
 
 
-Step = Send | httpx.Request | RedirectUri | Authorize
+AuthStep = HTTPSend | httpx.Request | RedirectUri | Authorize
 Grant = Literal["authorization_code", "client_credentials"]
 
 
@@ -90,7 +91,7 @@ class OAuthSettings:
     timeout: float = 30.0  # seconds, for each metadata, registration and token request
 
 
-_Gen = Generator[Step, object, Tokens]
+_Gen = Generator[AuthStep, object, Tokens]
 
 
 class AuthFlow:
@@ -105,7 +106,7 @@ class AuthFlow:
         self._server: ServerMetadata | None = None
         self._version: str | None = None
 
-    def run(self, request: httpx.Request) -> Generator[Step, object, None]:
+    def run(self, request: httpx.Request) -> Generator[AuthStep, object, None]:
         """Send `request` with a valid token, authorizing when the server asks for it."""
         self._version = request.headers.get("mcp-protocol-version") or self._version
         server_url = str(request.url.copy_with(query=None, fragment=None))
@@ -114,7 +115,7 @@ class AuthFlow:
         while True:
             if tokens is not None:
                 self._present(request, tokens)
-            response = yield Send(request)
+            response = yield HTTPSend(request)
             assert isinstance(response, httpx.Response)
             challenge = parse_challenge(response)
             if self._new_nonce(response, challenge.error) and nonces < 2:
@@ -148,7 +149,7 @@ class AuthFlow:
                 return refreshed
         return (yield from self._authorize(server_url, challenge, None))
 
-    def _stored(self, server_url: str) -> Generator[Step, object, Tokens | None]:
+    def _stored(self, server_url: str) -> Generator[AuthStep, object, Tokens | None]:
         """The stored tokens if they are for `server_url`, refreshed when about to expire."""
         tokens = self.storage.load_tokens()
         if tokens is None or (tokens.resource and not covers(tokens.resource, server_url)):
@@ -171,7 +172,7 @@ class AuthFlow:
         return self.dpop.remember(response) and nonce_challenge(response, error)
 
     def _token(self, server: ServerMetadata, client: ClientInfo, form: dict[str, str]
-               ) -> Generator[Step, object, httpx.Response]:
+               ) -> Generator[AuthStep, object, httpx.Response]:
         """POST to the token endpoint (with a DPoP proof, again once with a nonce, §8)."""
         for attempt in (1, 2):
             request = token_request(server, client, form, assertion=self.assertion)
@@ -209,7 +210,7 @@ class AuthFlow:
         return tokens
 
     def _code_grant(self, server: ServerMetadata, client: ClientInfo, scope: str | None,
-                    resource: str) -> Generator[Step, object, object]:
+                    resource: str) -> Generator[AuthStep, object, object]:
         if not server.authorization_endpoint:
             raise AuthError(f"the authorization server {server.issuer} has no "
                             "authorization_endpoint")
@@ -233,7 +234,7 @@ class AuthFlow:
         reply = yield from self._token(server, client, form)
         return reply
 
-    def _refresh(self, tokens: Tokens) -> Generator[Step, object, Tokens | None]:
+    def _refresh(self, tokens: Tokens) -> Generator[AuthStep, object, Tokens | None]:
         if not tokens.refresh_token or not tokens.issuer:
             return None
         try:
@@ -255,7 +256,7 @@ class AuthFlow:
         return new
 
     def _discover_resource(self, server_url: str, challenge: Challenge
-                           ) -> Generator[Step, object, ProtectedResourceMetadata | None]:
+                           ) -> Generator[AuthStep, object, ProtectedResourceMetadata | None]:
         for url in resource_metadata_urls(challenge.resource_metadata, server_url):
             reply = yield metadata_request(url, self._version)
             assert isinstance(reply, httpx.Response)
@@ -263,7 +264,7 @@ class AuthFlow:
                 return decode_resource_metadata(self._body(reply, url), url)
         return None  # a 2025-03-26 server: its origin is the authorization server
 
-    def _discover_server(self, issuer: str) -> Generator[Step, object, ServerMetadata]:
+    def _discover_server(self, issuer: str) -> Generator[AuthStep, object, ServerMetadata]:
         if self._server is not None and self._server.issuer == issuer:
             return self._server
         tried: list[str] = []
@@ -289,7 +290,7 @@ class AuthFlow:
         return client
 
     def _register(self, server: ServerMetadata, scope: str | None
-                  ) -> Generator[Step, object, ClientInfo]:
+                  ) -> Generator[AuthStep, object, ClientInfo]:
         url = self.settings.client_metadata_url
         if url and server.client_id_metadata_document_supported:
             client = ClientInfo(client_id=url, token_endpoint_auth_method="none")

@@ -19,9 +19,9 @@ from mrtr.client.auth._flow import (
     Authorize,
     Callback,
     Grant,
+    HTTPSend,
     OAuthSettings,
     RedirectUri,
-    Send,
 )
 from mrtr.client.auth._requests import ClientAssertion
 from mrtr.client.auth._storage import ClientInfo, MemoryTokenStorage, TokenStorage
@@ -91,7 +91,7 @@ class OAuth(httpx.Auth):
                     step = steps.send(reply)
                 except StopIteration:
                     return
-                if isinstance(step, Send):
+                if isinstance(step, HTTPSend):
                     self._lock.release()
                     try:
                         reply = yield step.request

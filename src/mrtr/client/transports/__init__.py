@@ -5,10 +5,11 @@
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING
 
 from mrtr.client.transports._base import (
-    NotificationSink,
+    MessageSink,
     SessionExpired,
     SessionTransport,
     Transport,
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from mrtr.client.transports._http import HTTPTransport
     from mrtr.client.transports._stdio import TAIL, ServerExited, StdioTransport
 
-__all__ = ["HTTPTransport", "NotificationSink", "ServerExited", "SessionExpired",
+__all__ = ["HTTPTransport", "MessageSink", "ServerExited", "SessionExpired",
            "SessionTransport", "StdioTransport", "TAIL", "Transport", "transport_for",
            "TransportError"]
 
@@ -29,8 +30,15 @@ _LAZY = {"HTTPTransport": "mrtr.client.transports._http",
          "ServerExited": "mrtr.client.transports._stdio",
          "TAIL": "mrtr.client.transports._stdio"}
 
+_DEPRECATED = {"NotificationSink": "MessageSink"}
+
 
 def __getattr__(name: str) -> object:
+    if name in _DEPRECATED:
+        warnings.warn(f"mrtr.client.transports.{name} is now "
+                      f"mrtr.client.transports.{_DEPRECATED[name]}", DeprecationWarning,
+                      stacklevel=2)
+        return globals()[_DEPRECATED[name]]
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'mrtr.client.transports' has no attribute {name!r}")

@@ -10,7 +10,7 @@ from mrtr.protocol import RequestId
 
 __all__ = [
     "InProcess",
-    "NotificationSink",
+    "MessageSink",
     "SessionExpired",
     "SessionTransport",
     "Transport",
@@ -24,7 +24,7 @@ class SessionExpired(TransportError):
     """The server no longer knows the HTTP session (404 to a request carrying its id)."""
 
 
-class NotificationSink(Protocol):
+class MessageSink(Protocol):
     """Receives the raw bytes of each server notification that may relate to a request."""
 
     def __call__(self, message: bytes, /) -> None: ...
@@ -45,7 +45,7 @@ class Transport(Protocol):
         *,
         request_id: RequestId,
         headers: Mapping[str, str],
-        notify: NotificationSink,
+        notify: MessageSink,
     ) -> bytes:
         """Send one encoded request; return the encoded response with the same id.
 
@@ -71,7 +71,7 @@ class SessionTransport(Transport, Protocol):
         """Send one notification or response; no reply is awaited. Raises TransportError."""
         ...
 
-    async def listen(self, sink: NotificationSink, *, headers: Mapping[str, str]) -> None:
+    async def listen(self, sink: MessageSink, *, headers: Mapping[str, str]) -> None:
         """Pass unsolicited server messages to `sink` until cancelled or the server refuses.
 
         Best effort: returns (without raising) when the server offers no such stream.

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import httpx
 import msgspec
 
-from mrtr.client.transports._base import NotificationSink, SessionExpired, TransportError
+from mrtr.client.transports._base import MessageSink, SessionExpired, TransportError
 from mrtr.protocol import JSON, UNSET, RequestId, SSEParser, UnsetType
 
 __all__ = ["HTTPTransport"]
@@ -105,7 +105,7 @@ class HTTPTransport:
         *,
         request_id: RequestId,
         headers: Mapping[str, str],
-        notify: NotificationSink,
+        notify: MessageSink,
     ) -> bytes:
         """POST `message`; return the JSON-RPC response, routing SSE notifications to `notify`.
 
@@ -145,7 +145,7 @@ class HTTPTransport:
         if not reply.is_success:
             raise TransportError(f"HTTP {reply.status_code} from {self.url} to a posted message")
 
-    async def listen(self, sink: NotificationSink, *, headers: Mapping[str, str]) -> None:
+    async def listen(self, sink: MessageSink, *, headers: Mapping[str, str]) -> None:
         """Read the GET stream into `sink`, resuming it after `retry`; returns if refused."""
         cursor = _Cursor()
         for _ in range(MAX_RESUMES + 1):
@@ -195,7 +195,7 @@ class HTTPTransport:
             self.session_id = issued
 
     async def _resume(
-        self, cursor: _Cursor, headers: Mapping[str, str], notify: NotificationSink
+        self, cursor: _Cursor, headers: Mapping[str, str], notify: MessageSink
     ) -> bytes:
         """Reconnect with `Last-Event-ID` until the response arrives (2025 resumability)."""
         for _ in range(MAX_RESUMES):
@@ -211,7 +211,7 @@ class HTTPTransport:
         raise TransportError("the SSE stream ended before the response")
 
     async def _get(
-        self, cursor: _Cursor, headers: Mapping[str, str], sink: NotificationSink
+        self, cursor: _Cursor, headers: Mapping[str, str], sink: MessageSink
     ) -> bytes | None:
         """One GET stream: the response found on it, or None when it ends without one."""
         get_headers = self._headers(headers, None)
@@ -293,7 +293,7 @@ class EventSize:
 
 
 async def _read_stream(
-    reply: httpx.Response, notify: NotificationSink, limit: int, cursor: _Cursor
+    reply: httpx.Response, notify: MessageSink, limit: int, cursor: _Cursor
 ) -> bytes | None:
     """The response found on the stream, or None when the stream ends without one."""
     parser = SSEParser()

@@ -16,7 +16,7 @@ from typing import Literal
 
 import msgspec
 
-from mrtr.client.transports._base import NotificationSink, TransportError
+from mrtr.client.transports._base import MessageSink, TransportError
 from mrtr.protocol import (
     JSON,
     UNSET,
@@ -56,7 +56,7 @@ class _Peek(msgspec.Struct, frozen=True):
 
 
 _PEEK = msgspec.json.Decoder(_Peek)
-_Waiter = tuple["asyncio.Future[bytes]", NotificationSink]
+_Waiter = tuple["asyncio.Future[bytes]", MessageSink]
 
 
 class StdioTransport:
@@ -94,7 +94,7 @@ class StdioTransport:
         self._waiting: dict[RequestId, _Waiter] = {}
         self._lock = asyncio.Lock()
         self._closed = False
-        self._listener: NotificationSink | None = None
+        self._listener: MessageSink | None = None
 
     async def request(
         self,
@@ -102,7 +102,7 @@ class StdioTransport:
         *,
         request_id: RequestId,
         headers: Mapping[str, str],
-        notify: NotificationSink,
+        notify: MessageSink,
     ) -> bytes:
         """Write `message` as one line; wait for the line answering `request_id`."""
         proc = await self._ensure_started()
@@ -122,7 +122,7 @@ class StdioTransport:
         """Write one notification or response line."""
         await self._write(await self._ensure_started(), message)
 
-    async def listen(self, sink: NotificationSink, *, headers: Mapping[str, str]) -> None:
+    async def listen(self, sink: MessageSink, *, headers: Mapping[str, str]) -> None:
         """Pass the server's requests to `sink` (instead of to every waiting request's sink)."""
         await self._ensure_started()
         self._listener = sink

@@ -80,7 +80,7 @@ class _AskFailed(Exception):  # noqa: N818 - control flow: the call ends with th
 
 
 class SessionServer:
-    """Serves the requests of `initialize` sessions through one Dispatcher.
+    """Serves the requests of `initialize` sessions through one Dispatcher (for the transports).
 
     `ask_timeout` is how many seconds a server→client request may wait for its answer;
     `session_ttl` bounds the life of a session id (seconds).

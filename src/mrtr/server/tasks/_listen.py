@@ -24,7 +24,7 @@ from mrtr.protocol import (
     TaskStatusNotification,
     TaskStatusNotificationParams,
 )
-from mrtr.server._peer import NotificationSink, Peer
+from mrtr.server._peer import Notifier, Peer
 from mrtr.server.tasks._methods import TaskMethods, declares_tasks
 from mrtr.server.tasks._records import TaskRecord
 
@@ -42,7 +42,7 @@ class TaskListener:
         self._every = every
 
     async def listen(self, request: SubscriptionsListenRequest, peer: Peer,
-                     sink: NotificationSink | None) -> SubscriptionsListenResult:
+                     sink: Notifier | None) -> SubscriptionsListenResult:
         wanted = request.params.notifications.task_ids
         if wanted is not UNSET and wanted and not declares_tasks(request.params.meta):
             raise MissingRequiredClientCapability(_REQUIRED)
@@ -65,7 +65,7 @@ class TaskListener:
                 found[task_id] = record
         return found
 
-    async def _follow(self, records: dict[str, TaskRecord], peer: Peer, sink: NotificationSink,
+    async def _follow(self, records: dict[str, TaskRecord], peer: Peer, sink: Notifier,
                       meta: dict[str, object]) -> None:
         sent: dict[str, bytes] = {}
         book, runner = self._methods.runner.book, self._methods.runner

@@ -23,7 +23,7 @@ from mrtr.protocol import (
     UpdateTaskRequest,
     UpdateTaskResult,
 )
-from mrtr.server._peer import NotificationSink, Peer
+from mrtr.server._peer import Notifier, Peer
 from mrtr.server.tasks._records import TaskRecord, iso_time
 from mrtr.server.tasks._runner import TaskRunner
 
@@ -45,13 +45,13 @@ class TaskMethods:
         self.runner = runner
 
     async def get(self, request: GetTaskRequest, peer: Peer,
-                  sink: NotificationSink | None) -> GetTaskResult:
+                  sink: Notifier | None) -> GetTaskResult:
         record = await self._find(request.params.meta, request.params.task_id, peer)
         await self.runner.resume(record)
         return await self.detailed(record)
 
     async def update(self, request: UpdateTaskRequest, peer: Peer,
-                     sink: NotificationSink | None) -> UpdateTaskResult:
+                     sink: Notifier | None) -> UpdateTaskResult:
         params = request.params
         record = await self._find(params.meta, params.task_id, peer)
         if not record.terminal:
@@ -63,7 +63,7 @@ class TaskMethods:
         return UpdateTaskResult(meta=self.runner.meta)
 
     async def cancel(self, request: CancelTaskRequest, peer: Peer,
-                     sink: NotificationSink | None) -> CancelTaskResult:
+                     sink: Notifier | None) -> CancelTaskResult:
         params = request.params
         record = await self._find(params.meta, params.task_id, peer)
         if not record.terminal:
