@@ -9,8 +9,8 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, overload
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from mrtr.protocol import (
     UNSET,
@@ -22,6 +22,14 @@ from mrtr.protocol import (
     ToolAnnotations,
     tool_header_map,
 )
+from mrtr.server._entries import (
+    CompletionEntry,
+    PromptEntry,
+    ResourceEntry,
+    Tables,
+    TaskSupport,
+    ToolEntry,
+)
 from mrtr.server._schema import (
     convert_arguments,
     output_checker,
@@ -29,7 +37,6 @@ from mrtr.server._schema import (
     signature_schema,
 )
 from mrtr.server._wrapping import (
-    Handler,
     as_async,
     calls_begin_task,
     context_param,
@@ -45,7 +52,6 @@ if TYPE_CHECKING:
 __all__ = ["CachePolicy", "Server"]
 
 Fn = TypeVar("Fn", bound=Callable[..., Any])
-TaskSupport: TypeAlias = Literal["optional", "required"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _NEEDS_URI = ("@app.resource needs a URI: write @app.resource('file:///…') or, with variables, "
@@ -58,52 +64,6 @@ class CachePolicy:
 
     ttl_ms: int = 60_000
     scope: str = "private"
-
-
-@dataclass(frozen=True, slots=True)
-class ToolEntry:
-    tool: Tool
-    call: Handler  # call(ctx, **arguments)
-    convert: Callable[[Mapping[str, object]], dict[str, object]]  # raises ArgumentsInvalid
-    ask_if_missing: Mapping[str, tuple[str, dict[str, object]]]
-    header_map: dict[str, str]
-    wants_ctx: bool
-    check_output: Callable[[object], str | None] | None = None  # None: no outputSchema
-    task: TaskSupport | None = None  # tasks extension: None means never a task
-    task_later: bool = False  # the handler calls ctx.begin_task(): MRTR rounds come first
-    scopes: frozenset[str] = frozenset()  # OAuth scopes a caller needs (mrtr.auth)
-
-
-@dataclass(frozen=True, slots=True)
-class PromptEntry:
-    prompt: Prompt
-    call: Handler
-    required: tuple[str, ...]
-    wants_ctx: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceEntry:
-    resource: Resource | ResourceTemplate
-    call: Handler
-    mime_type: str | None
-    wants_ctx: bool
-    pattern: re.Pattern[str] | None = None  # templates only
-
-
-@dataclass(frozen=True, slots=True)
-class CompletionEntry:
-    call: Handler
-    wants_ctx: bool
-
-
-@dataclass(slots=True)
-class _Tables:
-    tools: dict[str, ToolEntry] = field(default_factory=dict)
-    prompts: dict[str, PromptEntry] = field(default_factory=dict)
-    resources: dict[str, ResourceEntry] = field(default_factory=dict)
-    templates: dict[str, ResourceEntry] = field(default_factory=dict)
-    completions: dict[tuple[str, str], CompletionEntry] = field(default_factory=dict)
 
 
 class Server:
@@ -127,7 +87,7 @@ class Server:
         self.cache = cache
         self.page_size = page_size
         self.tasks = tasks  # TTL, poll interval, per-principal cap and lease of task tools
-        self.tables = _Tables()
+        self.tables = Tables()
 
     # -- tools ---------------------------------------------------------------------------------
     @overload

@@ -26,9 +26,10 @@ from mrtr.protocol import (
     ReadResourceResult,
 )
 from mrtr.server._context import Context, StartTask
+from mrtr.server._entries import ToolEntry
 from mrtr.server._failures import tool_failure
 from mrtr.server._peer import Notifier, Peer
-from mrtr.server._registry import Server, ToolEntry
+from mrtr.server._registry import Server
 from mrtr.server._results import checked_tool_result, prompt_result, resource_contents
 from mrtr.server._rounds import Round, RoundEngine
 from mrtr.server._sealing import Binding, digest_arguments

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -28,16 +28,22 @@ from mrtr.protocol import (
     RequestMeta,
 )
 from mrtr.server._context import Context, StartTask
+from mrtr.server._entries import Tables, ToolEntry
 from mrtr.server._failures import tool_failure, wire_error
 from mrtr.server._journal import FlowState
 from mrtr.server._peer import Peer
-from mrtr.server._registry import Server, ToolEntry
 from mrtr.server._results import checked_tool_result
 from mrtr.server._rounds import Round, RoundEngine
 from mrtr.server._sealing import Binding
 from mrtr.server.tasks._records import TaskBook, TaskRecord, iso_time, new_task_id
 
 __all__ = ["Invoke", "PreTask", "TaskRunner"]
+
+
+class _Registry(Protocol):
+    """What the runner needs of a Server: its tool table (a resumed task finds its tool)."""
+
+    tables: Tables
 
 Invoke = Callable[[ToolEntry, Context, dict[str, Any]], Awaitable[Any]]  # _runs.invoke_tool
 
@@ -93,7 +99,7 @@ def _never_sealed() -> Binding:
 class TaskRunner:
     """Creates, runs, parks and resumes the tasks of one Server (one per Dispatcher)."""
 
-    def __init__(self, server: Server, engine: RoundEngine, book: TaskBook,
+    def __init__(self, server: _Registry, engine: RoundEngine, book: TaskBook,
                  meta: dict[str, Any], log: logging.Logger, invoke: Invoke,
                  clock: Callable[[], float] = time.time) -> None:
         self.server = server
