@@ -70,7 +70,7 @@ def test_server_leg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_server_leg_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The tasks extension's 10 scenarios on the fixture's §3.5 tools (#14)."""
+    """The tasks extension's 10 scenarios on the fixture's tasks tools (#14)."""
     port = _free_port()
     start = f"{sys.executable} -m examples.conformance.server --port {port}"
     _run(["server", f"http://127.0.0.1:{port}/mcp", "--scenario", "@tasks", "--start", start],
@@ -79,7 +79,7 @@ def test_server_leg_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert len(rows) == 10, sorted(rows)
     for name, row in rows.items():
         assert row["checks_failed"] == "0" and row["warnings"] == "0", row
-        if name == "tasks-status-notifications":  # the harness always skips it (FIXTURES §3.5)
+        if name == "tasks-status-notifications":  # the harness always skips it
             assert row["status"] == "skip", row
         else:  # no vacuous pass: every other scenario ran its checks
             assert row["status"] == "pass" and int(row["checks_passed"]) >= 2, row

@@ -1,4 +1,4 @@
-"""Layering (DESIGN §3) and the public API (STYLE S9) are enforced here, not hoped for.
+"""Layering (docs/architecture.md) and the public API are enforced here, not hoped for.
 
 The graph (tests/layering.py) holds every import of src/mrtr: module level, inside functions,
 under `if TYPE_CHECKING:`, relative ones resolved, `importlib.import_module("mrtr.…")` and the
@@ -39,7 +39,7 @@ def row(*imports: str, lazy: bool = False) -> Row:
     return Row(frozenset(imports), lazy)
 
 
-# Bottom to top (DESIGN §3):
+# Bottom to top (the diagram in docs/architecture.md):
 #   errors ◄── protocol ◄── stores ◄── server (core, tasks, sessions) | client (transports, core,
 #   auth) ◄── auth ◄── http, stdio ◄── serving ◄── the top package (the mrtr.Server facade),
 #   testing, check ◄── cli.

@@ -137,7 +137,7 @@ async def first_tool(client: Client) -> None:
         await step(f"call {tool.name}", lambda t=tool: client.call_tool(t.name, {}))  # type: ignore[misc]
 
 
-# The client ID metadata document URL the auth scenarios expect (FIXTURES §4.2, auth step 3).
+# The client ID metadata document URL the conformance auth scenarios expect.
 CIMD_URL = "https://conformance-test.local/client-metadata.json"
 
 
@@ -199,7 +199,7 @@ SCENARIOS: dict[str, Callable[[Client], Awaitable[None]]] = {
 
 
 async def run(url: str, scenario: str, version: str) -> None:
-    # No era probe (FIXTURES §4.3): some 2025 mocks answer any method, server/discover too.
+    # No era probe: some 2025 conformance mocks answer any method, server/discover too.
     mode: Mode = "legacy" if version.startswith("2025-") else "modern"
     auth = oauth_for(scenario)
     transport = HTTPTransport(url, auth=auth)

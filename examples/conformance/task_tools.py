@@ -1,4 +1,4 @@
-"""The tasks-extension tools of the conformance fixture (FIXTURES.md §3.5)."""
+"""The tasks-extension tools of the conformance fixture (the tasks-* scenarios)."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def fail(
 
 
 def check_stateless(request: JSONDict, headers: dict[str, str]) -> Reply | None:
-    """The stateless mock's checks (FIXTURES §4.1); None when the request passes."""
+    """The stateless mock's checks; None when the request passes."""
     meta = request.get("params", {}).get("_meta", {})
     version = headers.get("mcp-protocol-version")
     if version is None:

@@ -45,7 +45,7 @@ def test_everything_sent_validates_against_the_official_schemas(shared_dir: Path
             continue
         errors = [e.message for e in validator(definition).iter_errors(body)]
         assert not errors, (body["method"], errors)
-        meta = body["params"]["_meta"]  # core: `_meta` on every request (DIGEST §8.4)
+        meta = body["params"]["_meta"]  # core: `_meta` on every request, tasks/* too
         assert not list(validator("RequestMetaObject").iter_errors(meta)), meta
         extension = meta["io.modelcontextprotocol/clientCapabilities"]["extensions"][TASKS]
         assert not list(validator("TasksExtensionCapability").iter_errors(extension))

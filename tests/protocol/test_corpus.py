@@ -59,10 +59,10 @@ SERVER_NOTIFICATIONS = {
 # Known, documented differences between an example and our re-encoding.
 KNOWN_DELTAS: dict[str, Callable[[Any], Any]] = {
     # InputRequests values carry no JSON-RPC id (schema: method and params only); the example's
-    # stray id is dropped (DIGEST §8.3).
+    # stray id is dropped.
     "ListRootsRequest/list-roots-request.json": lambda v: {k: x for k, x in v.items() if k != "id"},
     # The example omits ttlMs/cacheScope, which the schema requires; clients read a missing TTL
-    # as 0, so we decode it as 0/private and always write both (DIGEST §8.3, §5 caching).
+    # as 0, so we decode it as 0/private and always write both (spec: server/utilities/caching).
     "ReadResourceResultResponse/read-resource-result-response.json": lambda v: {
         **v,
         "result": {**v["result"], "ttlMs": 0, "cacheScope": "private"},

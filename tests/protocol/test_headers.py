@@ -32,7 +32,7 @@ def b64(text: str) -> str:
     return "=?base64?" + base64.b64encode(text.encode()).decode() + "?="
 
 
-# --- http-header-validation (FIXTURES §3.6) -------------------------------------------------
+# --- http-header-validation (a conformance scenario) ----------------------------------------
 
 LIST = ("tools/list", None)
 CALL = ("tools/call", TOOL)
@@ -73,7 +73,7 @@ def test_http_header_validation(
     assert info.value.http_status == 400
 
 
-# --- http-custom-header-server-validation (FIXTURES §3.6) -----------------------------------
+# --- http-custom-header-server-validation (a conformance scenario) --------------------------
 
 SUFFIX = "Custom-Value"
 CUSTOM_MAP = {"value": SUFFIX}

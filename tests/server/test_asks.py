@@ -1,4 +1,4 @@
-"""Asks: capability matching (DIGEST §2.6), answer decoding and re-ask messages."""
+"""Asks: capability matching, answer decoding and re-ask messages."""
 
 from __future__ import annotations
 

@@ -248,7 +248,7 @@ def test_a_later_key_answered_early_is_only_taken_when_asked(client: WireClient)
 def test_answers_to_asks_never_sent_are_ignored_issue_11(
     client: WireClient, tool: str, responses: dict[str, Any]
 ) -> None:
-    """Round 1 has no state, so nothing was asked and no answer counts (DIGEST §2.3)."""
+    """Round 1 has no state, so nothing was asked and no answer counts."""
     result = client.request("tools/call", {"name": tool, "arguments": {},
                                            "inputResponses": responses})
     assert result["resultType"] == "input_required"

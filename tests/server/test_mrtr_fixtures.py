@@ -1,4 +1,4 @@
-"""FIXTURES §3.4 (the 14 input-required-result-* rows) and §3.3 server-stateless, in process.
+"""The conformance scenarios input-required-result-* (14) and server-stateless, in process.
 
 The fixture app below uses the scenario's tool names and keys; every reply is schema-checked.
 """

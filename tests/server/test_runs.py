@@ -314,7 +314,7 @@ REPLAYS = [
 def test_a_state_opens_only_for_its_request_and_principal_issue_20(
     method: str, params: dict[str, Any], elsewhere: dict[str, Any]
 ) -> None:
-    """A sealed state is bound to the method, target, arguments and principal (DIGEST §2.4):
+    """A sealed state is bound to the method, target, arguments and principal (spec: mrtr):
     replayed with other arguments, or by another caller, it is refused, not continued."""
     with WireClient(app, principal="sub:alice") as client:
         first = client.request(method, params)

@@ -57,7 +57,7 @@ def sse_messages(response: httpx.Response) -> list[dict[str, Any]]:
     return [json.loads(e.data) for e in events]
 
 
-# -- server-stateless probes (FIXTURES §3.1, §3.3) ------------------------------------------------
+# -- server-stateless probes (conformance) --------------------------------------------------------
 
 def test_discover_answers_json_without_a_session() -> None:
     response = post_sync(request("server/discover"))
@@ -215,7 +215,7 @@ def test_unexpected_exception_is_a_json_500_without_traceback() -> None:
     assert "boom" not in response.text
 
 
-# -- DNS rebinding (FIXTURES §3.3 dns-rebinding-protection) -------------------------------------
+# -- DNS rebinding (conformance: dns-rebinding-protection) ---------------------------------------
 
 @pytest.mark.parametrize(("host", "origin", "status"), [
     ("evil.example.com", "http://evil.example.com", 403),
@@ -239,7 +239,7 @@ def test_explicit_allow_lists() -> None:
     assert post_sync(request("server/discover"), app, host="localhost:8000").status_code == 403
 
 
-# -- header validation (FIXTURES §3.6, representative rows) -------------------------------------
+# -- header validation (conformance, representative rows) ---------------------------------------
 
 @pytest.mark.parametrize(("body", "headers", "status"), [
     (request("tools/list"), {"mcp_method": "prompts/list"}, 400),

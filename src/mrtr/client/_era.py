@@ -1,6 +1,6 @@
 """`Era`: send each request the way the server speaks — 2026-07-28, or a 2025 `Session`."""
 
-# Design (DIGEST §7): the first request of an "auto" Client probes with `server/discover` (the
+# Design: the first request of an "auto" Client probes with `server/discover` (the
 # request itself when it is one, so nothing is sent twice). A `DiscoverResult` means 2026-07-28;
 # so does a recognised modern error (-32022 naming a version that is not a 2025 one, -32020,
 # -32021), which the Client then handles as usual (-32022: retry with a version from

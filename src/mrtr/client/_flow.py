@@ -1,7 +1,7 @@
 """The MRTR retry loop as a sans-I/O generator, and the small async driver that runs it."""
 
 # Design: like httpx's auth_flow, `call_flow` yields what to do (Send, Fulfil, Sleep) and is sent
-# the outcome, so every rule of spec §2.4 (new id, original params, fresh `_meta`, answers to the
+# the outcome, so each MRTR retry rule (new id, original params, fresh `_meta`, answers to the
 # latest round only, byte-exact requestState, absent resultType = complete) is tested without
 # I/O. Each retry is rebuilt from the *original* request, so answers and state can never leak
 # into a later round or another request.

@@ -1,8 +1,8 @@
 """Input handlers (elicitation, sampling, roots), the capabilities they declare, and fulfilment."""
 
 # Design: capabilities are derived from the handlers given and nothing else, so the client never
-# declares what it cannot do (spec §2.6). An input request for an undeclared capability fails the
-# whole call locally before any handler runs: MRTR has no per-input error channel (DIGEST §8.5).
+# declares what it cannot do. An input request for an undeclared capability fails the whole
+# call locally before any handler runs: MRTR has no per-input error channel.
 from __future__ import annotations
 
 import asyncio

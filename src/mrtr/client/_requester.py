@@ -120,7 +120,7 @@ class Requester:
             if isinstance(message, JSONRPCResultResponse):
                 if message.id != request.id:
                     raise UnexpectedResult(f"response id {message.id!r} != {request.id!r}")
-                if isinstance(message.result, CreateTaskResult) and (  # never in 2025 (§7)
+                if isinstance(message.result, CreateTaskResult) and (  # never in 2025
                         not self.settings.declare_tasks or era.session is not None):
                     raise UnexpectedResult("a task, but the tasks extension was not declared")
                 return message.result

@@ -4,7 +4,7 @@
 # `abandon_on_exit`. A call that stops waiting for a live task for any reason — the caller
 # cancelled it, Ctrl-C, the Client deadline, a handler refused, a malformed reply — sends
 # `tasks/cancel` (best effort, within CANCEL_GRACE) so no task keeps working for nobody. Tasks
-# exist only in 2026-07-28 (DIGEST §7): a 2025 session is refused locally, never sent `tasks/*`.
+# exist only in 2026-07-28: a 2025 session is refused locally, never sent `tasks/*`.
 from __future__ import annotations
 
 import asyncio

@@ -1,6 +1,6 @@
 """The task phase of a tool call as a sans-I/O generator: poll, answer, settle (ext-tasks)."""
 
-# Design: a `CreateTaskResult` ends the MRTR phase (DIGEST §6); `task_flow` then yields the same
+# Design: a `CreateTaskResult` ends the MRTR phase (ext-tasks); `task_flow` then yields the same
 # Send / Fulfil / Sleep steps as `call_flow`, so one driver (or ManualFlow) runs both phases and
 # input requests of a task reach the very handlers MRTR rounds use. What the caller must know
 # to cancel, observe or checkpoint the task lives in one mutable `TaskState` owned by that call

@@ -1,7 +1,7 @@
 """SessionEndpoint: the `initialize` side of McpApp (Streamable HTTP as of 2025-11-25).
 
 POST `initialize` opens a session (`Mcp-Session-Id`); later POSTs carry the id; GET opens the
-session's server→client SSE stream; DELETE ends the session (LEGACY.md §4). Requests whose
+session's server→client SSE stream; DELETE ends the session. Requests whose
 handlers may ask are answered on an SSE stream that also carries the server→client requests.
 """
 

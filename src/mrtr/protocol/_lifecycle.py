@@ -1,6 +1,6 @@
 """The 2025 session wire: `initialize`, `ping`, logging level, subscriptions, server requests.
 
-Types only (LEGACY.md §2-§7): what a dual-era server answers to an `initialize` client and what
+Types only (spec 2025-11-25): what a dual-era server answers to an `initialize` client and what
 a dual-era client sends to an `initialize` server. Results here carry no `resultType`.
 """
 

@@ -262,7 +262,7 @@ def _typed(method: str, raw: object, cls: type[T]) -> T:
 def capability_missing(declared: object, needed: dict[str, object]) -> bool:
     """True when the client's declared capabilities lack what `needed` asks for.
 
-    `{"elicitation": {}}` counts as form support (DIGEST §2.6); `{"elicitation": {"url": {}}}`
+    `{"elicitation": {}}` is form support (spec: client/elicitation); `{"elicitation": {"url": {}}}`
     alone does not.
     """
     if not isinstance(declared, msgspec.Struct | dict):
@@ -285,7 +285,7 @@ def capability_missing(declared: object, needed: dict[str, object]) -> bool:
 
 
 def required_capability(request: InputRequest) -> dict[str, object]:
-    """The client capability an input request needs (DIGEST §2.6)."""
+    """The client capability an input request needs: elicitation (form, url), sampling, roots."""
     if isinstance(request, ElicitRequest):
         return _URL_NEEDS if request.params.mode == "url" else _FORM_NEEDS
     if isinstance(request, CreateMessageRequest):

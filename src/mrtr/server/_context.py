@@ -365,7 +365,7 @@ class Context:
         if token is UNSET or self._sink is None:
             return
         if self._progress_last is not None and progress <= self._progress_last:
-            return  # progress MUST increase (DIGEST §4.4)
+            return  # the spec: progress MUST increase
         self._progress_last = progress
         params = ProgressNotificationParams(
             progress_token=token,

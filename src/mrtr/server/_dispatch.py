@@ -1,6 +1,6 @@
 """Dispatcher: the one place where requests meet handlers; every failure becomes a reply."""
 
-# Design: check order follows FIXTURES §3.1 — decode (ParseError, InvalidRequest, missing _meta),
+# Design: check order as in conformance — decode (ParseError, InvalidRequest, missing _meta),
 # headers (HeaderMismatch), version (-32022), method (-32601), capability (-32021), then params.
 # Transports call `receive` then `handle` and write `Reply.body` with `Reply.http_status`; the
 # body is encoded inside `handle`, so a result JSON cannot carry is a -32603 reply like any

@@ -1,6 +1,6 @@
 """What the client sees when a handler fails: exceptions become wire outcomes here, only here."""
 
-# Design (STYLE S4): a tool's failure is a result the model reads (`isError: true`, TOOL-01);
+# Design: a tool's failure is a result the model reads (`isError: true`, spec: server/tools);
 # prompts, resources and every other method have no such field, so their failures are JSON-RPC
 # errors. Three kinds of exception, one rule each, whatever the method:
 # - ProtocolError: its code and message were chosen for the client; it goes out as it is, even
@@ -52,7 +52,7 @@ def wire_error(exc: BaseException, what: str, log: logging.Logger) -> ProtocolEr
         return InvalidParams(str(exc))
     if isinstance(exc, Suspend):
         # Only the round engine turns an unanswered ask into InputRequiredResult; a handler of
-        # any other method (completion) that asks is a server bug (DIGEST §2.2).
+        # any other method (completion) that asks is a server bug (spec: basic/patterns/mrtr).
         log.error("%s: the handler asked for input, which this method may not", what)
         return InternalError()
     log.error("%s failed", what, exc_info=exc)

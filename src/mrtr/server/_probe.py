@@ -4,7 +4,7 @@
 # come from modules that never see the request (sealing, ledger, stores). Threading a record
 # through every call would touch every signature, so the Dispatcher puts one Probe in a
 # ContextVar for the request's duration: observability data only, never read to decide anything
-# (STYLE S5 keeps inputs to decisions explicit). The hooks below cost one ContextVar lookup.
+# (every input to a decision stays an explicit argument). The hooks cost one ContextVar lookup.
 from __future__ import annotations
 
 import hashlib

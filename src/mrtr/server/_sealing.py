@@ -1,7 +1,7 @@
 """Seal and unseal `requestState`: AES-256-GCM tokens bound to one request, audience and principal.
 
-Implements DESIGN §5 and the MRTR server requirements on `requestState` (integrity protection,
-binding to the principal and the originating request, short expiry). Knows nothing of rounds.
+Implements the MRTR server requirements on `requestState` (integrity protection, binding to the
+principal and the originating request, short expiry). Knows nothing of rounds.
 """
 
 # Design:

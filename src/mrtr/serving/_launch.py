@@ -1,7 +1,7 @@
 """`Server.run()` and `Server.http_app()`: serve a Server from its own file, as `mrtr serve` does.
 
-The server package cannot import transports (DESIGN §3), so these two methods import this module
-inside their bodies; it is the only transports module the server layer ever names.
+The server core never imports the process runner (docs/architecture.md): `mrtr.Server`
+(`mrtr/_app.py`) imports this module inside these two methods, only when one is called.
 """
 
 # Design: run() goes through the same code as `mrtr serve` (keys from MRTR_STATE_KEYS or the

@@ -1,6 +1,6 @@
 """serve: run a Server over stdio or embedded uvicorn, with one or many worker processes.
 
-Workers share the requestState key ring through `MRTR_STATE_KEYS` (DESIGN §7), so any worker
+Workers share the requestState key ring through `MRTR_STATE_KEYS` (docs/deploy.md), so any worker
 can continue a flow another worker started.
 """
 

@@ -3,7 +3,7 @@
 Each request of a session is rewritten into its 2026-07-28 form (the session supplies `_meta`),
 served by the Dispatcher, and when that answers `input_required` this class plays the MRTR client:
 each input request goes to the client as a server→client request, and the answers come back in a
-retry with `inputResponses` and `requestState` until the result is final (LEGACY.md §6.4).
+retry with `inputResponses` and `requestState` until the result is final.
 """
 
 # Design: one code path for handlers. The round engine replays the handler from its journal on

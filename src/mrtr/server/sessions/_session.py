@@ -75,12 +75,12 @@ class SessionInfo(msgspec.Struct, array_like=True, frozen=True):
 
 
 def session_capabilities(version: str, capabilities: JSONObject) -> JSONObject:
-    """The client capabilities the negotiated `version` lets us use (LEGACY.md §2 table).
+    """The client capabilities the negotiated `version` lets us use.
 
     2025-11-25 added URL elicitation and sampling tools/context; 2025-03-26 has no elicitation.
     """
     caps = {k: v for k, v in capabilities.items() if isinstance(v, dict)}
-    caps.pop("extensions", None)  # the tasks extension is never enabled for a session (§7)
+    caps.pop("extensions", None)  # the tasks extension is 2026-07-28 only: never in a session
     if version == "2025-11-25":
         return caps
     elicitation = caps.pop("elicitation", None)
