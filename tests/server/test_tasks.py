@@ -246,6 +246,9 @@ def test_cancel_through_another_replica_stops_the_runner() -> None:
     async def go() -> None:
         a, b, _ = pair(app)
         task_id = (await a.call("slow", {"seconds": 30}))["taskId"]
+        async with asyncio.timeout(5):  # past its first step: the handler is in its sleep
+            while (await b.get(task_id))["result"].get("statusMessage") != "halfway":
+                await asyncio.sleep(0.01)
         await b.cancel(task_id)  # b does not run it: a's heartbeat sees the flag
         assert (await b.wait(task_id, "cancelled"))["status"] == "cancelled"
         await asyncio.sleep(0.05)
@@ -300,6 +303,33 @@ def test_a_principal_over_its_cap_gets_a_clear_error_result() -> None:
         assert (await a.call("slow", principal="p"))["resultType"] == "task"
         for task_id, who in ((ids[1], "p"), (other["taskId"], "q")):
             await a.cancel(task_id, principal=who)
+    run(go())
+
+
+def test_anonymous_callers_share_a_cap_of_their_own() -> None:
+    from mrtr.server import TaskPolicy
+
+    capped = Server("anon", tasks=TaskPolicy(max_live=1, max_live_anonymous=3,
+                                             poll_interval_ms=10, lease=0.6))
+    capped.tool(task="optional")(slow)
+    closed = Server("closed", tasks=TaskPolicy(max_live_anonymous=0, lease=0.6))
+    closed.tool(task="optional")(slow)
+
+    async def go() -> None:
+        a, _, _ = pair(capped, capped.tasks)
+        made = [await a.call("slow", {"seconds": 30}) for _ in range(4)]
+        assert [m["resultType"] for m in made[:3]] == ["task"] * 3
+        assert made[3]["isError"] is True and "limit 3" in made[3]["content"][0]["text"]
+        mine = await a.call("slow", {"seconds": 30}, principal="p")  # not in the anonymous pool
+        assert mine["resultType"] == "task"
+        assert (await a.call("slow", {"seconds": 30}, principal="p"))["isError"] is True
+        c, _, _ = pair(closed, closed.tasks)
+        refused = await c.call("slow", {"seconds": 30})
+        assert refused["isError"] is True and "authenticated" in refused["content"][0]["text"]
+        assert (await c.call("slow", principal="q"))["resultType"] == "task"
+        for replica in (a, c):
+            for task in list(replica.dispatcher.tasks.live.values()):
+                task.cancel()
     run(go())
 
 

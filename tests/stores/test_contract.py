@@ -428,3 +428,120 @@ def test_sqlite_stores_opening_a_new_file_together_all_answer(tmp_path: Path) ->
     for attempt in range(100):
         claims = asyncio.run(race(tmp_path / f"s{attempt}.db"))
         assert sorted(c.status.value for c in claims) == ["new"] + ["running"] * 7, claims  # type: ignore[union-attr]
+
+
+# -- put_if_absent: the first outcome wins (terminal task states, #25) -------------------------
+def test_put_if_absent_stores_only_the_first_outcome(make_store: Factory) -> None:
+    async def body(store: Store) -> list[object]:
+        seen: list[object] = [await store.put_if_absent("k", b"first", expires=later())]
+        seen.append(await store.put_if_absent("k", b"second", expires=later()))
+        await store.claim("held", lease=30, expires=later())
+        seen.append(await store.put_if_absent("held", b"x", expires=later()))  # a live claim
+        seen += [await store.get("k"), await store.get("held")]
+        await store.claim("lapsed", lease=0.05, expires=later())
+        await store.put_if_absent("gone", b"old", expires=later(0.05))
+        await asyncio.sleep(0.2)
+        seen.append(await store.put_if_absent("lapsed", b"now", expires=later()))
+        seen.append(await store.put_if_absent("gone", b"new", expires=later()))
+        seen += [await store.get("lapsed"), await store.get("gone")]
+        return seen
+
+    assert run(make_store, body) == [
+        Claim(ClaimStatus.NEW), Claim(ClaimStatus.DONE, b"first"), Claim(ClaimStatus.RUNNING),
+        Claim(ClaimStatus.DONE, b"first"), Claim(ClaimStatus.RUNNING),
+        Claim(ClaimStatus.NEW), Claim(ClaimStatus.NEW),
+        Claim(ClaimStatus.DONE, b"now"), Claim(ClaimStatus.DONE, b"new")]
+
+
+def test_concurrent_put_if_absent_from_separate_clients_has_one_winner(
+    make_store: Factory,
+) -> None:
+    async def body(_: Store) -> tuple[list[str], Claim | None]:
+        stores = [make_store() for _ in range(8)]
+        try:
+            found = await asyncio.gather(*(s.put_if_absent("end", str(n).encode(),
+                                                           expires=later())
+                                           for n, s in enumerate(stores)))
+            winner = [n for n, c in enumerate(found) if c.status is ClaimStatus.NEW]
+            assert len(winner) == 1, found
+            losers = {c.outcome for c in found if c.status is not ClaimStatus.NEW}
+            assert losers <= {str(winner[0]).encode()}, found  # they all see the winner's
+            return sorted(c.status.value for c in found), await stores[0].get("end")
+        finally:
+            for s in stores:
+                await s.aclose()
+
+    statuses, stored = run(make_store, body)
+    assert statuses[0] == "done" and statuses.count("new") == 1 and len(statuses) == 8
+    assert stored is not None and stored.status is ClaimStatus.DONE
+
+
+# -- slots: admit / dismiss / admitted (live tasks per principal, #25) -------------------------
+def test_admit_holds_the_limit_and_a_refusal_changes_nothing(make_store: Factory) -> None:
+    async def body(store: Store) -> list[object]:
+        seen: list[object] = [await store.admitted("p")]
+        seen.append([await store.admit("p", f"t{n}", limit=3, expires=later())
+                     for n in range(5)])
+        seen.append(await store.admit("p", "t1", limit=3, expires=later()))  # already there
+        seen.append(await store.admitted("p"))
+        seen.append(await store.admit("q", "t9", limit=3, expires=later()))  # another key
+        await store.dismiss("p", "t0")
+        await store.dismiss("p", "t0")  # twice: nothing more
+        await store.dismiss("p", "never")
+        seen.append(await store.admitted("p"))
+        seen.append(await store.admit("p", "t5", limit=3, expires=later()))
+        seen.append(await store.admit("p", "t6", limit=3, expires=later()))
+        seen.append(await store.admitted("p"))
+        seen.append(await store.admit("p", "t7", limit=0, expires=later()))
+        return seen
+
+    assert run(make_store, body) == [0, [True, True, True, False, False], True, 3, True, 2, True,
+                                     False, 3, False]
+
+
+def test_a_slot_lapses_at_its_own_deadline(make_store: Factory) -> None:
+    async def body(store: Store) -> list[object]:
+        await store.admit("p", "short", limit=2, expires=later(0.15))
+        await store.admit("p", "long", limit=2, expires=later())
+        full = await store.admit("p", "third", limit=2, expires=later())
+        await asyncio.sleep(0.3)
+        return [full, await store.admitted("p"),
+                await store.admit("p", "third", limit=2, expires=later()),
+                await store.admit("p", "late", limit=5, expires=time.time() - 1),  # lapsed
+                await store.admitted("p")]
+
+    assert run(make_store, body) == [False, 1, True, False, 2]
+
+
+def test_refused_admits_never_extend_a_slot(make_store: Factory) -> None:
+    async def body(store: Store) -> list[object]:
+        await store.admit("p", "only", limit=1, expires=later(0.4))
+        refused = []
+        for _ in range(5):  # refused attempts while it lives: none of them keeps it alive
+            refused.append(await store.admit("p", "other", limit=1, expires=later()))
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        return [refused.count(True), await store.admitted("p"),
+                await store.admit("p", "other", limit=1, expires=later())]
+
+    assert run(make_store, body) == [0, 0, True]
+
+
+def test_concurrent_admits_from_separate_clients_never_pass_the_limit(
+    make_store: Factory,
+) -> None:
+    async def body(_: Store) -> tuple[int, int, str]:
+        stores = [make_store() for _ in range(4)]
+        try:
+            admitted = await asyncio.gather(*(
+                stores[n % 4].admit("p", f"m{n}", limit=25, expires=later())
+                for n in range(200)))
+            return sum(admitted), await stores[0].admitted("p"), type(stores[0]).__name__
+        finally:
+            for s in stores:
+                await s.aclose()
+
+    granted, live, name = run(make_store, body)
+    print(f"\nadmit: 200 concurrent from 4 clients, limit 25 -> {granted} granted, {live} live",
+          f"({name})")
+    assert (granted, live) == (25, 25)

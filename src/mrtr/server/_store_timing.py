@@ -46,6 +46,10 @@ class TimedStore:
     async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
         await self._timed("complete", lambda: self.store.complete(key, outcome, expires=expires))
 
+    async def put_if_absent(self, key: str, outcome: bytes, *, expires: float) -> Claim:
+        return await self._timed("put_if_absent", lambda: self.store.put_if_absent(
+            key, outcome, expires=expires))
+
     async def renew(self, key: str, *, lease: float) -> bool:
         return await self._timed("renew", lambda: self.store.renew(key, lease=lease))
 
@@ -61,6 +65,16 @@ class TimedStore:
     async def add_once(self, key: str, amount: int, *, token: str, expires: float) -> int:
         return await self._timed("add_once", lambda: self.store.add_once(
             key, amount, token=token, expires=expires))
+
+    async def admit(self, key: str, member: str, *, limit: int, expires: float) -> bool:
+        return await self._timed("admit", lambda: self.store.admit(
+            key, member, limit=limit, expires=expires))
+
+    async def dismiss(self, key: str, member: str) -> None:
+        await self._timed("dismiss", lambda: self.store.dismiss(key, member))
+
+    async def admitted(self, key: str) -> int:
+        return await self._timed("admitted", lambda: self.store.admitted(key))
 
     async def deliver(self, key: str, message: bytes, *, expires: float) -> None:
         await self._timed("deliver", lambda: self.store.deliver(key, message, expires=expires))

@@ -5,6 +5,8 @@
 # Entries live until their flow deadline (up to an hour), so `max_entries` bounds the memory:
 # when full (after the sweep), a new entry is refused with StoreUnavailable, and the server
 # fails closed (the frozen -32603, reason logged) rather than grow or forget a redeemed round.
+# A key's slots are one entry (under "\x00s:" + key) holding {member: expires}, itself expiring
+# with its last member; admit prunes lapsed members first (at most `limit` of them).
 from __future__ import annotations
 
 import asyncio
@@ -20,13 +22,14 @@ _SWEEP = 64  # expired entries dropped per call at most
 
 
 class _Entry:
-    __slots__ = ("count", "expires", "lease_until", "outcome")
+    __slots__ = ("count", "expires", "lease_until", "members", "outcome")
 
     def __init__(self, expires: float, lease_until: float = 0.0) -> None:
         self.expires = expires
         self.lease_until = lease_until
         self.outcome: bytes | None = None
         self.count = 0
+        self.members: dict[str, float] | None = None  # slots: member -> its deadline
 
 
 class MemoryStore:
@@ -85,6 +88,16 @@ class MemoryStore:
         entry.outcome = bytes(outcome)
         self._put(key, entry, now)
 
+    async def put_if_absent(self, key: str, outcome: bytes, *, expires: float) -> Claim:
+        now = self._clock()
+        entry = self._live(key, now)
+        if entry is not None:
+            return Claim(ClaimStatus.DONE, entry.outcome) if entry.outcome is not None else RUNNING
+        stored = _Entry(expires)
+        stored.outcome = bytes(outcome)
+        self._put(key, stored, now)
+        return NEW
+
     async def renew(self, key: str, *, lease: float) -> bool:
         now = self._clock()
         entry = self._live(key, now)
@@ -126,6 +139,40 @@ class MemoryStore:
             self._put(mark, applied, now)
             counter.count += amount
         return counter.count
+
+    def _slots(self, key: str, now: float) -> dict[str, float]:
+        entry = self._live("\x00s:" + key, now)
+        if entry is None or entry.members is None:
+            return {}
+        members = entry.members
+        for member in [m for m, until in members.items() if not now < until]:
+            del members[member]
+        return members
+
+    async def admit(self, key: str, member: str, *, limit: int, expires: float) -> bool:
+        now = self._clock()
+        members = self._slots(key, now)
+        if member in members:
+            return True
+        if len(members) >= limit or not now < expires:
+            return False
+        name = "\x00s:" + key
+        entry = self._entries.get(name)
+        if entry is None or entry.members is not members or entry.expires < expires:
+            grown = _Entry(max(expires, *members.values()) if members else expires)
+            grown.lease_until = grown.expires  # never a lapsed claim: live until its last member
+            grown.members = members
+            self._put(name, grown, now)
+        members[member] = expires
+        return True
+
+    async def dismiss(self, key: str, member: str) -> None:
+        entry = self._entries.get("\x00s:" + key)
+        if entry is not None and entry.members is not None:
+            entry.members.pop(member, None)
+
+    async def admitted(self, key: str) -> int:
+        return len(self._slots(key, self._clock()))
 
     async def deliver(self, key: str, message: bytes, *, expires: float) -> None:
         waiter = self._waiting.pop(key, None)

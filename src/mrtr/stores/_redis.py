@@ -3,7 +3,9 @@
 # Design: one key per entry under `prefix`. A value is b"r" (claimed) or b"d" + outcome (done).
 # claim is one Lua script (GET, else SET PX lease), so it is atomic and takes one round trip;
 # complete is SET PX until the deadline, so Redis's own expiry is the cleanup. Counters are
-# plain INCRBY + PEXPIRE in a MULTI. Every command is bounded by socket timeouts plus
+# plain INCRBY + PEXPIRE in a MULTI. A key's slots are a sorted set scored by each member's
+# deadline (this process's clock, as every deadline here); admit is one script that drops the
+# lapsed members, counts and adds. Every command is bounded by socket timeouts plus
 # asyncio.timeout; any failure is StoreUnavailable.
 from __future__ import annotations
 
@@ -22,6 +24,24 @@ local v = redis.call('GET', KEYS[1])
 if v then return v end
 redis.call('SET', KEYS[1], 'r', 'PX', ARGV[1])
 return false
+"""
+_PUT_NEW = """
+local v = redis.call('GET', KEYS[1])
+if v then return v end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false
+"""
+# ARGV: now, member, limit, the member's deadline (epoch seconds). The set lives as long as its
+# last member; 1 when the member holds a slot.
+_ADMIT = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 1 end
+local now, deadline = tonumber(ARGV[1]), tonumber(ARGV[4])
+if deadline <= now or redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[4], ARGV[2])
+local last = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
+redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil((last - now) * 1000)))
+return 1
 """
 _RENEW = """
 if redis.call('GET', KEYS[1]) == 'r' then return redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
@@ -65,6 +85,8 @@ class RedisStore:
         self._release = self._redis.register_script(_RELEASE)
         self._renew = self._redis.register_script(_RENEW)
         self._add_once = self._redis.register_script(_ADD_ONCE)
+        self._put_new = self._redis.register_script(_PUT_NEW)
+        self._admit = self._redis.register_script(_ADMIT)
         self._prefix = prefix
         self._timeout = timeout
         self._clock = clock
@@ -92,6 +114,11 @@ class RedisStore:
         await self._call("complete", self._redis.set(self._prefix + key, value,
                                                      px=self._ms(expires)))
 
+    async def put_if_absent(self, key: str, outcome: bytes, *, expires: float) -> Claim:
+        found = await self._call("put_if_absent", self._put_new(
+            keys=[self._prefix + key], args=[b"d" + outcome, self._ms(expires)]))
+        return NEW if found is None else _decode(found)
+
     async def renew(self, key: str, *, lease: float) -> bool:
         ms = max(1, int(lease * 1000))
         return bool(await self._call("renew", self._renew(keys=[self._prefix + key], args=[ms])))
@@ -117,6 +144,19 @@ class RedisStore:
         keys = [self._prefix + "n:" + key, self._prefix + "t:" + key + "\x00" + token]
         found = await self._call("add_once", self._add_once(
             keys=keys, args=[amount, self._ms(expires)]))
+        return int(found)
+
+    async def admit(self, key: str, member: str, *, limit: int, expires: float) -> bool:
+        args: list[str | int] = [repr(self._clock()), member, limit, repr(expires)]
+        return bool(await self._call("admit", self._admit(keys=[self._prefix + "z:" + key],
+                                                          args=args)))
+
+    async def dismiss(self, key: str, member: str) -> None:
+        await self._call("dismiss", self._redis.zrem(self._prefix + "z:" + key, member))
+
+    async def admitted(self, key: str) -> int:
+        found = await self._call("admitted", self._redis.zcount(
+            self._prefix + "z:" + key, f"({self._clock()!r}", "+inf"))
         return int(found)
 
     async def deliver(self, key: str, message: bytes, *, expires: float) -> None:

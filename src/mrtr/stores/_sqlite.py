@@ -10,7 +10,9 @@
 # connection waits for the lock, bounded by one timer per handed batch. Slow work never runs
 # inline: the loop's connection does not checkpoint (the thread does, every _CHECKPOINT inline
 # commits) and expired rows are swept on the thread, _SWEEP rows at most every `sweep_every`
-# seconds. A timeout or any sqlite error is StoreUnavailable.
+# seconds. A timeout or any sqlite error is StoreUnavailable. A slot is a row of its own
+# ("\x00s:" key NUL member, count 1: never a claim); admit counts a key's live rows by a range
+# of the primary key inside the batch's BEGIN IMMEDIATE, so no other process admits between.
 from __future__ import annotations
 
 import asyncio
@@ -55,6 +57,12 @@ _UPSERT = ("INSERT OR REPLACE INTO mrtr_entries (key, outcome, lease_until, expi
 _RENEW = ("UPDATE mrtr_entries SET lease_until = ? WHERE key = ? AND outcome IS NULL"
           " AND count IS NULL AND lease_until > ? AND expires > ?")
 _RELEASE = "DELETE FROM mrtr_entries WHERE key = ? AND outcome IS NULL AND count IS NULL"
+_INSERT_NEW = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
+               " VALUES (:key, :outcome, 0.0, :expires, NULL) ON CONFLICT (key) DO UPDATE SET"
+               " outcome = :outcome, lease_until = 0.0, expires = :expires, count = NULL"
+               " WHERE NOT (expires > :now AND count IS NULL"
+               " AND (outcome IS NOT NULL OR lease_until > :now))")
+_SLOTS = "SELECT count(*) FROM mrtr_entries WHERE key > ? AND key < ? AND expires > ?"
 _DELETE_EXPIRED = ("DELETE FROM mrtr_entries WHERE key IN (SELECT key FROM mrtr_entries"
                    " WHERE expires <= ? LIMIT ?)")
 
@@ -224,6 +232,16 @@ class SQLiteStore:
 
         await self._call(step)
 
+    async def put_if_absent(self, key: str, outcome: bytes, *, expires: float) -> Claim:
+        def step(db: sqlite3.Connection, now: float) -> Claim:
+            values = {"key": key, "outcome": bytes(outcome), "expires": expires, "now": now}
+            if db.execute(_INSERT_NEW, values).rowcount > 0:
+                return NEW
+            return _live(db.execute(_SELECT, (key,)).fetchone(), now) or RUNNING
+
+        claim: Claim = await self._call(step)
+        return claim
+
     async def renew(self, key: str, *, lease: float) -> bool:
         def step(db: sqlite3.Connection, now: float) -> bool:
             return db.execute(_RENEW, (now + lease, key, now, now)).rowcount > 0
@@ -263,6 +281,33 @@ class SQLiteStore:
             finally:
                 db.execute("RELEASE add_once")
             return count
+
+        return int(await self._call(step))
+
+    async def admit(self, key: str, member: str, *, limit: int, expires: float) -> bool:
+        low, slot = "\x00s:" + key + "\x00", "\x00s:" + key + "\x00" + member
+
+        def step(db: sqlite3.Connection, now: float) -> bool:
+            row = db.execute(_SELECT, (slot,)).fetchone()
+            if row is not None and now < row[2]:
+                return True
+            live = db.execute(_SLOTS, (low, "\x00s:" + key + "\x01", now)).fetchone()[0]
+            if live >= limit or not now < expires:
+                return False
+            db.execute(_UPSERT, (slot, None, 0.0, expires, 1))
+            return True
+
+        return bool(await self._call(step))
+
+    async def dismiss(self, key: str, member: str) -> None:
+        slot = "\x00s:" + key + "\x00" + member
+        await self._call(lambda db, now: db.execute("DELETE FROM mrtr_entries WHERE key = ?",
+                                                    (slot,)))
+
+    async def admitted(self, key: str) -> int:
+        def step(db: sqlite3.Connection, now: float) -> int:
+            low, high = "\x00s:" + key + "\x00", "\x00s:" + key + "\x01"
+            return int(db.execute(_SLOTS, (low, high, now)).fetchone()[0])
 
         return int(await self._call(step))
 

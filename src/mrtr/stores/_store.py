@@ -1,9 +1,12 @@
-"""The Store protocol: atomic claims with a lease, stored outcomes, deadlines, counters."""
+"""The Store protocol: atomic claims with a lease, stored outcomes, deadlines, counters, slots."""
 
 # Design: one small async contract, shaped by what the round engine needs for exactly-once.
 # `claim` is the only atomic step: a key is absent (the caller now holds it for `lease`
 # seconds: NEW), held under a live lease (RUNNING), or finished (DONE, with its outcome bytes).
 # A lapsed lease counts as absent, so a process that died holding a claim frees it by itself.
+# `put_if_absent` is claim and complete in one step: the first outcome stored under a key wins
+# (a compare-and-set from absent). Slots are bounded sets: `admit` counts a key's live members
+# and adds one only under the limit, in one atomic step; each member lapses at its own deadline.
 # Deadlines are absolute epoch seconds (the flow deadline); past it an entry is gone. Every
 # call is bounded by the store's timeout and raises StoreUnavailable instead of hanging: the
 # server fails closed (-32603, reason logged) rather than run anything twice.
@@ -72,6 +75,14 @@ class Store(Protocol):
         """Store `outcome` for `key` (DONE) until `expires`."""
         ...
 
+    async def put_if_absent(self, key: str, outcome: bytes, *, expires: float) -> Claim:
+        """Atomically store `outcome` for `key` (DONE until `expires`) unless it is held or done.
+
+        NEW when this call stored it; otherwise what is there (RUNNING, or DONE with the outcome
+        stored first), unchanged: the first outcome wins, whoever writes later.
+        """
+        ...
+
     async def renew(self, key: str, *, lease: float) -> bool:
         """Extend a RUNNING claim to `lease` seconds from now; False when it is not running."""
         ...
@@ -94,6 +105,23 @@ class Store(Protocol):
         One atomic step, like a payment API's idempotency key: the first call with a `token`
         adds, later ones (any process, until `expires`) only return the counter's value.
         """
+        ...
+
+    async def admit(self, key: str, member: str, *, limit: int, expires: float) -> bool:
+        """Add `member` to the slots `key` unless `limit` live members hold it already.
+
+        One atomic step, across processes: count the live members, add one only under the
+        limit; True when `member` holds a slot (added now, or already there: not counted
+        twice). A member lives until its own `expires` or `dismiss`; a refusal changes nothing.
+        """
+        ...
+
+    async def dismiss(self, key: str, member: str) -> None:
+        """Free `member`'s slot in `key` (nothing when it holds none)."""
+        ...
+
+    async def admitted(self, key: str) -> int:
+        """How many live members hold slots in `key`."""
         ...
 
     async def deliver(self, key: str, message: bytes, *, expires: float) -> None:

@@ -1,10 +1,20 @@
-"""Task records in the Store: the record, its answers, its cancel flag, its run lease, caps."""
+"""Task records in the Store: the record, its end, its answers, its cancel flag, its run lease,
+and the live-task slots of each principal."""
 
-# Design: only the holder of a task's run lease (`task:<id>:run`) writes its record, so the
-# record needs no compare-and-set: creation claims the lease before the record is visible, and a
-# runner writes its last record before releasing. Other writers get keys of their own: each
+# Design: only the holder of a task's run lease (`task:<id>:run`) writes its working record
+# (`task:<id>`): creation claims the lease before the record is visible, and a runner writes its
+# last record before releasing. The terminal record goes to a key of its own, `task:<id>:end`,
+# through `put_if_absent`: the first end stored wins (compare-and-set from absent), so a cancel
+# racing completion, two replicas settling at once or a runner that lost its lease can never
+# rewrite an ended task; `load` reads the end first. Other writers get keys of their own: each
 # answer (`task:<id>:in:<key>`, first answer wins through `claim`) and the cancel flag. A lapsed
 # lease means the runner died: whoever claims it next resumes the task from the record's journal.
+# Live tasks are Store slots (`admit`), one per task under its principal's key, each lapsing with
+# its task's TTL: a task frees its slot when it ends, and at its deadline whatever happened (a
+# parked task nobody answers, a crash before the end was written); a refusal changes nothing.
+# A record keeps the principal as the plain string requestState binds to (never the object), and
+# an OAuth principal's issuer, subject, client id and scopes, so the handler sees the same
+# `ctx.identity` on every replica.
 from __future__ import annotations
 
 import secrets
@@ -15,9 +25,11 @@ import msgspec
 
 from mrtr.protocol import JSON, JSONObject
 from mrtr.server._journal import FlowState
+from mrtr.server._peer import Peer, Principal
 from mrtr.stores import ClaimStatus, Store
 
-__all__ = ["TaskBook", "TaskPolicy", "TaskRecord", "iso_time", "new_task_id"]
+__all__ = ["TaskBook", "TaskPolicy", "TaskRecord", "identity_of", "iso_time", "new_task_id",
+           "plain_principal", "task_peer"]
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
@@ -25,19 +37,28 @@ TERMINAL = frozenset({"completed", "failed", "cancelled"})
 @dataclass(frozen=True, slots=True)
 class TaskPolicy:
     """How tasks live: `ttl_ms` from creation, `poll_interval_ms` suggested to clients,
-    `max_live` tasks per principal, `lease` seconds a dead runner holds a task."""
+    `max_live` unfinished tasks per authenticated principal, `max_live_anonymous` for all
+    unauthenticated callers together (they have no identity to tell them apart; 0 keeps tasks
+    for authenticated callers), `lease` seconds a dead runner holds a task."""
 
     ttl_ms: int = 3_600_000
     poll_interval_ms: int = 500
     max_live: int = 100
     lease: float = 10.0
+    max_live_anonymous: int = 1000
+
+    def cap(self, principal: str | None) -> int:
+        """The live-task cap that applies to `principal` (None: anonymous)."""
+        return self.max_live_anonymous if principal is None else self.max_live
 
 
 class TaskRecord(msgspec.Struct, kw_only=True):
     """Everything a replica needs to report or resume one task."""
 
     task_id: str
-    principal: str | None
+    principal: str | None  # the plain string requestState binds to; None when anonymous
+    identity: list[str | None] | None = None  # an OAuth principal: [issuer, subject, client id]
+    scopes: list[str] | None = None  # the creating request's granted scopes (Peer.scopes)
     tool: str
     arguments: dict[str, JSON]
     meta: JSONObject  # the creating request's `_meta` (capabilities the asks are checked against)
@@ -64,6 +85,28 @@ _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(TaskRecord)
 
 
+def plain_principal(principal: str | None) -> str | None:
+    """`principal` as the exact str it compares as (a Principal is a str subclass)."""
+    return None if principal is None else str.__str__(principal)
+
+
+def identity_of(principal: str | None) -> list[str | None] | None:
+    """An OAuth principal's stable parts, [issuer, subject, client id]; None for others."""
+    if isinstance(principal, Principal):
+        return [principal.issuer, principal.subject, principal.client_id]
+    return None
+
+
+def task_peer(record: TaskRecord) -> Peer:
+    """The Peer a task's handler runs as: the creator, rebuilt from the record."""
+    principal: str | None = record.principal
+    if record.identity is not None:
+        issuer, subject, client_id = record.identity
+        principal = Principal(issuer or "", subject or "", client_id, scopes=record.scopes or ())
+    scopes = frozenset(record.scopes) if record.scopes is not None else None
+    return Peer(principal=principal, transport="task", scopes=scopes)
+
+
 def new_task_id() -> str:
     """An unguessable task id (192 random bits)."""
     return secrets.token_urlsafe(24)
@@ -84,14 +127,23 @@ class TaskBook:
 
     # -- the record ----------------------------------------------------------------------------
     async def load(self, task_id: str) -> TaskRecord | None:
-        found = await self.store.get("task:" + task_id)
-        if found is None or found.status is not ClaimStatus.DONE or found.outcome is None:
-            return None
-        return _DECODER.decode(found.outcome)
+        """The task's end if it has one, else its working record; None when unknown."""
+        for key in (f"task:{task_id}:end", "task:" + task_id):
+            found = await self.store.get(key)
+            if found is not None and found.status is ClaimStatus.DONE and found.outcome:
+                return _DECODER.decode(found.outcome)
+        return None
 
     async def save(self, record: TaskRecord) -> None:
+        """Write the working record (the lease holder only); an ended task ignores it."""
         await self.store.complete("task:" + record.task_id, _ENCODER.encode(record),
                                   expires=record.expires)
+
+    async def end(self, record: TaskRecord) -> bool:
+        """Store the terminal `record` unless the task already ended; True when this one won."""
+        found = await self.store.put_if_absent(f"task:{record.task_id}:end",
+                                               _ENCODER.encode(record), expires=record.expires)
+        return found.status is ClaimStatus.NEW
 
     # -- the run lease -------------------------------------------------------------------------
     async def acquire(self, record: TaskRecord) -> bool:
@@ -132,7 +184,19 @@ class TaskBook:
     async def cancelled(self, task_id: str) -> bool:
         return await self.store.get(f"task:{task_id}:cancel") is not None
 
-    # -- the per-principal cap -----------------------------------------------------------------
-    async def count(self, principal: str | None, amount: int, expires: float) -> int:
-        """Add `amount` to the principal's live tasks; returns the new count."""
-        return await self.store.add(f"tasks:live:{principal or ''}", amount, expires=expires)
+    # -- live-task slots, per principal --------------------------------------------------------
+    async def admit(self, principal: str | None, task_id: str, expires: float) -> bool:
+        """Take a slot for a new task unless its principal is at its cap; a refusal is free."""
+        return await self.store.admit(_slots(principal), task_id,
+                                      limit=self.policy.cap(principal), expires=expires)
+
+    async def free(self, principal: str | None, task_id: str) -> None:
+        await self.store.dismiss(_slots(principal), task_id)
+
+    async def live(self, principal: str | None) -> int:
+        """The principal's tasks holding a slot (unfinished and not expired)."""
+        return await self.store.admitted(_slots(principal))
+
+
+def _slots(principal: str | None) -> str:
+    return "tasks:anonymous" if principal is None else "tasks:live:" + principal

@@ -7,6 +7,10 @@
 # in any process. A runner renews its lease while it runs, so a lapsed lease means a dead process:
 # the next `tasks/get`, `update` or `cancel` on any replica resumes the task (`ctx.once` replays
 # from the Store, so side effects do not repeat). Wire keys are unique over the task's lifetime.
+# A task ends once: the handler's outcome (or the cancel that stopped it) is written, shielded
+# from cancellation, through TaskBook.end, where the first end stored wins; a cancel arriving
+# after the handler returned changes nothing. Creation takes a slot first (refused: nothing
+# taken, nothing extended) and gives it back if the record cannot be written.
 from __future__ import annotations
 
 import asyncio
@@ -35,7 +39,15 @@ from mrtr.server._peer import Peer
 from mrtr.server._results import checked_tool_result
 from mrtr.server._rounds import Round, RoundEngine
 from mrtr.server._sealing import Binding
-from mrtr.server.tasks._records import TaskBook, TaskRecord, iso_time, new_task_id
+from mrtr.server.tasks._records import (
+    TaskBook,
+    TaskRecord,
+    identity_of,
+    iso_time,
+    new_task_id,
+    plain_principal,
+    task_peer,
+)
 
 __all__ = ["Invoke", "PreTask", "TaskRunner"]
 
@@ -121,29 +133,40 @@ class TaskRunner:
         """
         policy, now = self.book.policy, self.clock()
         expires = now + policy.ttl_ms / 1000
-        if await self.book.count(peer.principal, 1, expires) > policy.max_live:
-            await self.book.count(peer.principal, -1, expires)
-            self.log.warning("principal %r is over its cap of %d live tasks", peer.principal,
-                             policy.max_live)
-            return CallToolResult(
-                content=[_text(f"Too many tasks in progress (limit {policy.max_live}): wait for "
-                               "one to finish or cancel one, then call again.")],
-                is_error=True, meta=self.meta)
-        flow.pending, flow.round_id = {}, ""
-        if not flow.flow_id:
-            flow.flow_id = self.engine.new_flow_id()
-        record = TaskRecord(
-            task_id=new_task_id(), principal=peer.principal, tool=entry.tool.name,
-            arguments=arguments, meta=msgspec.to_builtins(meta), created_at=now, updated_at=now,
-            expires=expires, ttl_ms=policy.ttl_ms, poll_interval_ms=policy.poll_interval_ms,
-            flow=flow)
-        await self.book.acquire(record)  # a fresh id: ours; taken before the record is visible
-        await self.book.save(record)
+        principal, task_id = plain_principal(peer.principal), new_task_id()
+        if not await self.book.admit(principal, task_id, expires):
+            return self._refusal(principal)
+        try:
+            flow.pending, flow.round_id = {}, ""
+            if not flow.flow_id:
+                flow.flow_id = self.engine.new_flow_id()
+            record = TaskRecord(
+                task_id=task_id, principal=principal, identity=identity_of(peer.principal),
+                scopes=sorted(peer.scopes) if peer.scopes is not None else None,
+                tool=entry.tool.name, arguments=arguments, meta=msgspec.to_builtins(meta),
+                created_at=now, updated_at=now, expires=expires, ttl_ms=policy.ttl_ms,
+                poll_interval_ms=policy.poll_interval_ms, flow=flow)
+            await self.book.acquire(record)  # a fresh id: ours; taken before it is visible
+            await self.book.save(record)
+        except BaseException:  # no task: give the slot back (a store that is down keeps it
+            with contextlib.suppress(Exception):  # until the task's deadline, no longer)
+                await asyncio.shield(self.book.free(principal, task_id))
+            raise
         self._start(record)
         return CreateTaskResult(
             task_id=record.task_id, status="working", created_at=iso_time(now),
             last_updated_at=iso_time(now), ttl_ms=record.ttl_ms,
             poll_interval_ms=record.poll_interval_ms, meta=self.meta)
+
+    def _refusal(self, principal: str | None) -> CallToolResult:
+        cap = self.book.policy.cap(principal)
+        who = "anonymous callers are" if principal is None else f"principal {principal!r} is"
+        self.log.warning("%s at the cap of %d live tasks", who, cap)
+        text = (f"Too many tasks in progress (limit {cap}): wait for one to finish or cancel "
+                "one, then call again.")
+        if cap == 0:
+            text = "This server runs tasks for authenticated callers only: sign in and call again."
+        return CallToolResult(content=[_text(text)], is_error=True, meta=self.meta)
 
     # -- running -------------------------------------------------------------------------------
     def _start(self, record: TaskRecord) -> None:
@@ -176,7 +199,7 @@ class TaskRunner:
     def stop(self, task_id: str, why: str) -> bool:
         """Cancel the coroutine running `task_id` here, if any; `why` is "cancel" or "lost"."""
         task = self.live.get(task_id)
-        if task is None:
+        if task is None or task.done():  # done: parked or ended, its lease already released
             return False
         self._stopping[task_id] = why
         task.cancel()
@@ -184,20 +207,29 @@ class TaskRunner:
 
     async def _drive(self, record: TaskRecord) -> None:
         beat = asyncio.get_running_loop().create_task(self._heartbeat(record.task_id))
+        end: _End | None = None
         try:
-            while await self._step(record):
-                pass
+            step = await self._step(record)
+            while step is True:  # answers came while it ran: replay at once
+                step = await self._step(record)
+            end = step if isinstance(step, _End) else None  # None: parked
         except asyncio.CancelledError:
             why = self._stopping.get(record.task_id)
-            with contextlib.suppress(Exception):
-                if why == "cancel":
-                    await asyncio.shield(self.settle(record, "cancelled"))
-                elif why is None:  # shutting down: leave the task to another process
+            if why == "cancel":
+                end = _End("cancelled")
+            elif why is None:  # shutting down: leave the task to another process
+                with contextlib.suppress(Exception):
                     await asyncio.shield(self.book.release(record.task_id))
         except Exception:  # the store failed: the lease lapses and another process resumes
             self.log.exception("task %s: runner failed", record.task_id)
         finally:
             beat.cancel()
+        if end is not None:  # written whatever cancels this coroutine meanwhile
+            try:
+                await asyncio.shield(self.settle(record, end.status, result=end.result,
+                                                  error=end.error))
+            except Exception:  # not ended: the lease lapses and another process resumes
+                self.log.exception("task %s: could not record its end", record.task_id)
 
     async def _heartbeat(self, task_id: str) -> None:
         """Renew the run lease and watch the cancel flag while the task runs here."""
@@ -215,33 +247,29 @@ class TaskRunner:
             except ProtocolError as exc:  # StoreUnavailable: try again next beat
                 self.log.warning("task %s: heartbeat failed: %r", task_id, exc)
 
-    async def _step(self, record: TaskRecord) -> bool:
-        """Replay the handler once; True when answers came meanwhile and it should run again."""
+    async def _step(self, record: TaskRecord) -> _End | bool:
+        """Replay the handler once: the task's end, or False when it parked, or True when
+        answers came meanwhile and it should run again."""
         if await self.book.cancelled(record.task_id):
-            await self.settle(record, "cancelled")
-            return False
+            return _End("cancelled")
         entry = self.server.tables.tools.get(record.tool)
         if entry is None:  # the tool was removed by a redeploy
-            await self.settle(record, "failed", error=wire_error(
+            return _End("failed", error=wire_error(
                 LookupError(record.tool), f"task {record.task_id}", self.log))
-            return False
         answers = await self.book.answers(record)
         flow = record.flow
         flow.pending = {record.keys[w][0]: record.keys[w][1] for w in record.open}
         responses = {record.keys[w][0]: answer for w, answer in answers.items()}
         round_ = _TaskRound(self.engine, flow, record.expires)
         ctx = round_.context(request_id=f"task:{record.task_id}", meta=_meta(record),
-                             peer=Peer(principal=record.principal, transport="task"),
-                             input_responses=responses)
+                             peer=task_peer(record), input_responses=responses)
         ctx.task_hooks, ctx.task_id = _InTask(self, record), record.task_id
         try:
             out = await self._run(entry, round_, ctx, record.arguments)
         except (ProtocolError, StartTask) as exc:
-            await self.settle(record, "failed", error=wire_error(exc, record.tool, self.log))
-            return False
+            return _End("failed", error=wire_error(exc, record.tool, self.log))
         if round_.parked is None:
-            await self.settle(record, "completed", result=out)
-            return False
+            return _End("completed", result=out)
         return await self._park(record, answers, round_.parked, out)
 
     async def _run(self, entry: ToolEntry, round_: Round, ctx: Context,
@@ -275,17 +303,32 @@ class TaskRunner:
         return bool(await self.book.answers(record)) and await self.book.acquire(record)
 
     async def settle(self, record: TaskRecord, status: str, *, result: Any = None,
-                      error: ProtocolError | None = None) -> None:
-        """Write the terminal record, free the lease and the principal's slot."""
-        if result is not None:
-            record.result = msgspec.to_builtins(_with_meta(result, self.meta))
-        if error is not None:
-            record.error = msgspec.to_builtins(error.to_wire())
-        record.status, record.updated_at = status, self.clock()
-        record.open, record.asked = [], {}
-        await self.book.save(record)
+                      error: ProtocolError | None = None) -> bool:
+        """End the task (unless it already ended), free its lease and its principal's slot.
+
+        True when this call wrote the end; a task that already ended keeps its first end.
+        """
+        final = msgspec.structs.replace(
+            record, status=status, updated_at=self.clock(), open=[], asked={},
+            result=msgspec.to_builtins(_with_meta(result, self.meta)) if result is not None
+            else None,
+            error=msgspec.to_builtins(error.to_wire()) if error is not None else None)
+        won = await self.book.end(final)
+        if not won:
+            self.log.info("task %s: already ended, %s not recorded", record.task_id, status)
         await self.book.release(record.task_id)
-        await self.book.count(record.principal, -1, record.expires)
+        await self.book.free(record.principal, record.task_id)
+        return won
+
+
+class _End:
+    """How a task ends: its terminal status, with the result or the error to record."""
+
+    __slots__ = ("error", "result", "status")
+
+    def __init__(self, status: str, *, result: Any = None,
+                 error: ProtocolError | None = None) -> None:
+        self.status, self.result, self.error = status, result, error
 
 
 def _fresh_key(keys: Mapping[str, object], key: str) -> str:
