@@ -28,7 +28,7 @@ from mrtr.protocol import (
     RequestMeta,
 )
 from mrtr.server._context import Context, StartTask
-from mrtr.server._failures import tool_failure, wire_error
+from mrtr.server._failures import task_error, too_many_tasks, tool_failure
 from mrtr.server._journal import FlowState
 from mrtr.server._peer import Peer
 from mrtr.server._registry import Server, ToolEntry
@@ -119,10 +119,7 @@ class TaskRunner:
             await self.book.count(peer.principal, -1, expires)
             self.log.warning("principal %r is over its cap of %d live tasks", peer.principal,
                              policy.max_live)
-            return CallToolResult(
-                content=[_text(f"Too many tasks in progress (limit {policy.max_live}): wait for "
-                               "one to finish or cancel one, then call again.")],
-                is_error=True, meta=self.meta)
+            return too_many_tasks(policy.max_live, self.meta)
         flow.pending, flow.round_id = {}, ""
         if not flow.flow_id:
             flow.flow_id = self.engine.new_flow_id()
@@ -216,7 +213,7 @@ class TaskRunner:
             return False
         entry = self.server.tables.tools.get(record.tool)
         if entry is None:  # the tool was removed by a redeploy
-            await self._settle(record, "failed", error=wire_error(
+            await self._settle(record, "failed", error=task_error(
                 LookupError(record.tool), f"task {record.task_id}", self.log))
             return False
         answers = await self.book.answers(record)
@@ -231,7 +228,7 @@ class TaskRunner:
         try:
             out = await self._run(entry, round_, ctx, record.arguments)
         except (ProtocolError, StartTask) as exc:
-            await self._settle(record, "failed", error=wire_error(exc, record.tool, self.log))
+            await self._settle(record, "failed", error=task_error(exc, record.tool, self.log))
             return False
         if round_.parked is None:
             await self._settle(record, "completed", result=out)
@@ -269,12 +266,12 @@ class TaskRunner:
         return bool(await self.book.answers(record)) and await self.book.acquire(record)
 
     async def _settle(self, record: TaskRecord, status: str, *, result: Any = None,
-                      error: ProtocolError | None = None) -> None:
+                      error: JSONObject | None = None) -> None:
         """Write the terminal record, free the lease and the principal's slot."""
         if result is not None:
             record.result = msgspec.to_builtins(_with_meta(result, self.meta))
         if error is not None:
-            record.error = msgspec.to_builtins(error.to_wire())
+            record.error = error
         record.status, record.updated_at = status, self.clock()
         record.open, record.asked = [], {}
         await self.book.save(record)
@@ -301,8 +298,3 @@ def _with_meta(result: Any, meta: dict[str, Any]) -> Any:
         return msgspec.structs.replace(result, meta=meta)
     return result
 
-
-def _text(text: str) -> Any:
-    from mrtr.protocol import TextContent
-
-    return TextContent(text=text)
