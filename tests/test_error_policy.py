@@ -228,3 +228,13 @@ def test_an_unexpected_transport_error_is_500_with_the_reason_only_in_the_log(
     assert caplog.records[0].exc_info is not None and caplog.records[0].exc_info[1] is secret
     passed = not_found("/mcp")
     assert http_refusal(passed, log) is passed
+
+
+def test_the_2025_codes_are_picked_back_by_code() -> None:
+    from mrtr.errors import ProtocolError, ResourceNotFound, SessionNotFound, from_wire
+
+    gone = from_wire({"code": -32001, "message": "Session not found"})
+    missing = from_wire({"code": -32002, "message": "Resource not found", "data": {"uri": "x:y"}})
+    assert isinstance(gone, SessionNotFound) and gone.code == -32001
+    assert isinstance(missing, ResourceNotFound) and missing.data == {"uri": "x:y"}
+    assert isinstance(gone, ProtocolError) and isinstance(missing, ProtocolError)
