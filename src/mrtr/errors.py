@@ -6,9 +6,11 @@ code, so `except mrtr.errors.InvalidParams` works on both sides of the wire.
 
 # Design: `http_status` is a class attribute (like h11's error_status_hint) so the transport never
 # decides a status code itself. Tool failures are results (`isError: true`), never these errors.
-# On the server, mrtr.server._failures is the one place that turns a handler's exception into one.
+# On the server, mrtr.server._failures is the one place that turns an exception into a wire
+# error, an HTTP refusal or an `isError` result; everything else raises or returns.
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import ClassVar
 
 import msgspec
@@ -28,6 +30,8 @@ __all__ = [
     "MrtrError",
     "ParseError",
     "ProtocolError",
+    "ResourceNotFound",
+    "SessionNotFound",
     "TransportError",
     "Unauthorized",
     "UnsupportedProtocolVersion",
@@ -56,9 +60,18 @@ class Unauthorized(MrtrError):  # noqa: N818 - reads as the HTTP status it maps 
 
 
 class Forbidden(Unauthorized):
-    """The token is valid but lacks a scope: 403 with `WWW-Authenticate` (insufficient_scope)."""
+    """The token is valid but lacks a scope: 403 with `WWW-Authenticate` (insufficient_scope).
+
+    `scopes` are those the refused request needs; when a request was read they go out as the
+    body's `requiredScopes`, as InsufficientScope's do.
+    """
 
     status = 403
+
+    def __init__(self, message: str = "Unauthorized", *, challenge: str = "Bearer",
+                 scopes: Iterable[str] = ()) -> None:
+        super().__init__(message, challenge=challenge)
+        self.scopes = sorted(scopes)
 
 
 class AuthUnavailable(Unauthorized):
@@ -135,6 +148,21 @@ class InsufficientScope(InvalidRequest):
                          data={"requiredScopes": self.scopes})
 
 
+class SessionNotFound(ProtocolError):
+    """The `Mcp-Session-Id` is unknown, forged, expired or terminated: re-`initialize` (2025)."""
+
+    code = -32001
+    http_status = 404
+    default_message = "Session not found"
+
+
+class ResourceNotFound(ProtocolError):
+    """-32002, the 2025 code for an unknown resource (2026-07-28 says -32602)."""
+
+    code = -32002
+    default_message = "Resource not found"
+
+
 class InternalError(ProtocolError):
     code = -32603
     http_status = 500
@@ -194,6 +222,8 @@ _BY_CODE: dict[int, type[ProtocolError]] = {
         HeaderMismatch,
         MissingRequiredClientCapability,
         UnsupportedProtocolVersion,
+        SessionNotFound,
+        ResourceNotFound,
     )
 }
 

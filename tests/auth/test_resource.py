@@ -172,6 +172,58 @@ def test_15_tool_scopes_bind_over_2025_sessions_too(auth: AuthServer) -> None:
     assert "-32600" in text and "notes:write" in text and runs == []
 
 
+def _session_call(app: McpApp, token: str, name: str) -> Any:
+    """Open a 2025-06-18 session with `token`, then call tool `name` in it."""
+    import httpx
+
+    from tests.transports.conftest import run
+
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "old", "version": "0"}}}
+
+    async def go() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://127.0.0.1:8000") as c:
+            head = {"authorization": f"Bearer {token}", "content-type": "application/json",
+                    "accept": "application/json, text/event-stream",
+                    "mcp-protocol-version": "2025-06-18"}
+            opened = await c.post("/mcp", json=init, headers=head)
+            head["mcp-session-id"] = opened.headers["mcp-session-id"]
+            return await c.post("/mcp", headers=head, json={
+                "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": name, "arguments": {}}})
+    return run(go())
+
+
+def test_24_a_tool_scope_refusal_is_one_answer_in_both_eras(auth: AuthServer) -> None:
+    """Issue 24: a 2025 session used to get 200 + an SSE error event without the challenge.
+
+    The MCP authorization spec's scope challenge is 403 with `WWW-Authenticate:
+    error="insufficient_scope"`, for any protocol revision: both eras now get it, with the
+    request's id and the tool's `requiredScopes` in the body, before the handler runs.
+    """
+    server, runs = secure_app()
+    app = guarded(auth, server, scopes=("mcp",))
+    token = auth.mint(aud=RESOURCE, scope="mcp")
+    modern = send(app, call("write", id=2), token)
+    legacy = _session_call(app, token, "write")
+    expected_challenge = (f'Bearer error="insufficient_scope", scope="mcp notes:write", '
+                          f'resource_metadata="{METADATA}"')
+    expected_body = {"jsonrpc": "2.0", "id": 2, "error": {
+        "code": -32600, "message": "Forbidden: insufficient scope",
+        "data": {"requiredScopes": ["notes:write"]}}}
+    for response in (modern, legacy):
+        assert response.status_code == 403
+        assert response.headers["content-type"] == "application/json"
+        assert challenge_of(response) == expected_challenge
+        assert response.json() == expected_body
+    assert runs == []
+    stepped = auth.mint(aud=RESOURCE, scope="mcp notes:write")
+    assert "written" in _session_call(app, stepped, "write").text  # SSE, as before
+    assert len(runs) == 1
+
+
 # -- requestState is bound to the principal ----------------------------------------------------
 
 def test_15_state_replayed_with_another_subjects_token_is_32602_and_never_runs(

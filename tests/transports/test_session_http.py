@@ -12,7 +12,7 @@ import httpx
 import msgspec
 
 from mrtr.http import McpApp
-from mrtr.server import Dispatcher, Sealer
+from mrtr.server import Context, Dispatcher, Principal, Sealer, Server
 from tests.transports import apps
 from tests.transports.conftest import (
     LiveServer,
@@ -452,3 +452,43 @@ def test_modern_meta_on_a_session_is_served_modern_over_uvicorn_issue12() -> Non
     assert list(result["inputRequests"]) == ["name"] and "requestState" in result
     # The session's 2025 header beside a 2026 `_meta` is a header mismatch, not a 500.
     assert mixed.status_code == 400 and mixed.json()["error"]["code"] == -32020
+
+
+def test_24_a_tool_scope_refusal_without_a_guard_is_the_2026_answer_in_a_session() -> None:
+    """Issue 24: a plain authenticator's Principal lacking a tool's scopes got 403 over 2026-07-28
+    but 200 with an SSE error event in a session; both now get the Runner's 403 JSON reply."""
+    server = Server("scoped")
+    runs: list[str] = []
+
+    @server.tool(scopes=["admin"])
+    async def purge(ctx: Context) -> str:
+        runs.append("purge")
+        return "purged"
+
+    async def authenticate(headers: Any) -> str | None:
+        held = headers.get("x-scopes", "").split()
+        return Principal("https://issuer.example", "ann", scopes=held)
+
+    app = McpApp(Dispatcher(server), authenticator=authenticate)
+    body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "purge", "arguments": {}}}
+
+    async def go() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
+        async with asgi_client(app) as client:
+            modern = await client.post("/mcp", **post_args(request(
+                "tools/call", {"name": "purge", "arguments": {}}, id=2)))
+            session = await open_session(client)
+            legacy = await post(client, body, session)
+            allowed = await post(client, body, {**session, "x-scopes": "admin"})
+            return modern, legacy, allowed
+
+    modern, legacy, allowed = run(go())
+    expected = {"jsonrpc": "2.0", "id": 2, "error": {
+        "code": -32600, "message": "Forbidden: insufficient scope",
+        "data": {"requiredScopes": ["admin"]}}}
+    for reply in (modern, legacy):
+        assert reply.status_code == 403, reply.text
+        assert reply.headers["content-type"] == "application/json"
+        assert "www-authenticate" not in reply.headers  # no guard: no OAuth challenge to send
+        assert reply.json() == expected
+    assert allowed.status_code == 200 and "purged" in allowed.text and runs == ["purge"]

@@ -17,17 +17,18 @@ from urllib.parse import urlsplit
 import jwt
 
 from mrtr.auth._fetch import FetchFailed, fetch_json
+from mrtr.errors import MrtrError
 
 __all__ = ["AuthServerDown", "KeySet", "UnknownKey", "discover"]
 
 Clock = Callable[[], float]
 
 
-class UnknownKey(Exception):
+class UnknownKey(MrtrError):
     """The token names a key the issuer does not publish."""
 
 
-class AuthServerDown(Exception):
+class AuthServerDown(MrtrError):
     """The issuer's metadata or keys cannot be fetched now."""
 
 

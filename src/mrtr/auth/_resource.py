@@ -2,6 +2,8 @@
 
 401 with `WWW-Authenticate: Bearer resource_metadata=…` for a missing or bad token, 403
 `insufficient_scope` naming the scopes to step up to, 503 when the issuer cannot be reached.
+It only raises (Unauthorized, Forbidden, AuthUnavailable); the error policy
+(mrtr.server._failures) turns each into its HTTP answer, in both eras.
 """
 
 # Design: the token is checked before the body is read; the per-tool scope check runs after the
@@ -109,8 +111,9 @@ class ResourceServer:
         if entry is None or not entry.scopes or peer.allows(entry.scopes):
             return
         wanted = self.required | entry.scopes | (peer.scopes or frozenset())
-        raise Forbidden("Forbidden: insufficient scope", challenge=self.challenge(
-            self.settings.resource or resource, error="insufficient_scope", scopes=wanted))
+        raise Forbidden("Forbidden: insufficient scope", scopes=sorted(entry.scopes),
+                        challenge=self.challenge(self.settings.resource or resource,
+                                                 error="insufficient_scope", scopes=wanted))
 
     def document(self, dispatcher: Dispatcher, path: str, resource: str, /) -> bytes | None:
         """The RFC 9728 metadata when `path` is its well-known path (root or path-suffixed)."""

@@ -16,6 +16,7 @@ import msgspec
 
 from mrtr.auth._fetch import FetchFailed, fetch_json
 from mrtr.auth._keys import AuthServerDown, KeySet, UnknownKey
+from mrtr.errors import MrtrError
 from mrtr.server import Principal
 
 __all__ = ["ALGORITHMS", "Introspection", "InvalidToken", "JWTVerifier", "TokenCache",
@@ -27,7 +28,7 @@ _OPTIONS = {"require": ["exp", "iss", "aud", "sub"], "verify_exp": False, "verif
             "verify_iat": False}
 
 
-class InvalidToken(Exception):
+class InvalidToken(MrtrError):
     """The access token is not acceptable; the message is for the server log only."""
 
 

@@ -4,11 +4,12 @@ One POST endpoint; JSON replies, or SSE when the handler emits notifications (sp
 basic/transports/streamable-http). Protocol decisions stay in the Dispatcher.
 """
 
-# Design: a transport-level rejection (403, 404, 405, 413, 415, 400 for bad headers) carries a
-# JSON-RPC error body without an id: the body was never read. Host/Origin checks live in
-# _hosts.py, the reply of one request (JSON or SSE) in _exchange.py. A store the app owns
-# (`owns_store`: Server.http_app() made it) is closed in the ASGI lifespan; `lifespan` lets a
-# parent app run it, since Starlette does not forward lifespan events to mounted apps.
+# Design: a transport-level refusal (403, 404, 405, 413, 415, 400 for bad headers, the
+# authenticator's 401/403/503) is a Refusal from the error policy (mrtr.server._failures), which
+# chooses its status, headers and body; this module raises it and `_http` writes it. Host/Origin
+# checks live in _hosts.py, the reply of one request (JSON or SSE) in _exchange.py. A store the
+# app owns (`owns_store`: Server.http_app() made it) is closed in the ASGI lifespan; `lifespan`
+# lets a parent app run it, since Starlette does not forward lifespan events to mounted apps.
 from __future__ import annotations
 
 import asyncio
@@ -19,20 +20,23 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from mrtr.errors import (
-    AuthUnavailable,
-    Forbidden,
-    InternalError,
-    InvalidRequest,
-    ProtocolError,
-    Unauthorized,
-)
+from mrtr.errors import AuthUnavailable, Forbidden, ProtocolError, Unauthorized
 from mrtr.http._exchange import Exchange
 from mrtr.http._health import PROBE_PATHS, Health
 from mrtr.http._hosts import HostCheck
 from mrtr.http._sessions import SessionEndpoint, session_era
-from mrtr.protocol import encode_error
-from mrtr.server import Dispatcher, Peer, Principal, Reply, Server
+from mrtr.server import Dispatcher, Peer, Principal, Server
+from mrtr.server._failures import (
+    auth_refusal,
+    bad_request,
+    error_reply,
+    host_refused,
+    http_refusal,
+    not_found,
+    post_only,
+    too_large,
+    unsupported_media_type,
+)
 
 if TYPE_CHECKING:
     from mrtr.server import MemoryTransport
@@ -64,17 +68,6 @@ class ProtectedResource(Protocol):
                   /) -> None: ...
 
     def document(self, dispatcher: Dispatcher, path: str, resource: str, /) -> bytes | None: ...
-
-
-class _Reject(Exception):  # noqa: N818 - internal control flow
-    """A transport-level refusal: HTTP `status` with a JSON-RPC error body."""
-
-    def __init__(
-        self, status: int, message: str, headers: Sequence[tuple[bytes, bytes]] = ()
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.headers = list(headers)
 
 
 class McpApp:
@@ -181,22 +174,16 @@ class McpApp:
         exchange = Exchange(self, receive, send)
         try:
             await self._exchange(scope, exchange)
-        except _Reject as exc:
+        except Exception as exc:  # a Refusal, the authenticator's Unauthorized, or a bug (500)
+            refusal = http_refusal(exc, self.log)
             if not exchange.started:
-                await exchange.respond(exc.status, _error_body(str(exc)), exc.headers)
-        except Unauthorized as exc:  # from the authenticator
-            if not exchange.started:
-                await exchange.respond(exc.status, _error_body(exc.message), _challenge(exc))
-        except Exception:
-            self.log.exception("unexpected error in the HTTP transport")
-            if not exchange.started:
-                await exchange.respond(500, encode_error(None, InternalError()))
+                await exchange.respond(refusal.status, refusal.body, refusal.headers)
 
     async def _exchange(self, scope: ASGIScope, exchange: Exchange) -> None:
         headers = _decode_headers(scope.get("headers", ()))
         refusal = self.hosts.refusal(headers)
         if refusal is not None:
-            raise _Reject(403, refusal)
+            raise host_refused(refusal)
         if scope.get("path") != self.path:
             await self._elsewhere(scope, headers, exchange)
             return
@@ -208,7 +195,7 @@ class McpApp:
         if media != "application/json" and (
             media.split(";", 1)[0].strip().lower() != "application/json"
         ):
-            raise _Reject(415, "Unsupported Media Type: Content-Type must be application/json")
+            raise unsupported_media_type()
         body = await self._read_body(headers, exchange.receive)
         if body is None:
             return  # the client went away while sending
@@ -218,14 +205,14 @@ class McpApp:
             # Not a 2026-07-28 message: a session's (initialize, or an Mcp-Session-Id), if the
             # version header allows; only this error path looks at session headers.
             if self.sessions is not None and session_era(headers):
-                await self.sessions.post(body, headers, principal, exchange, exc)
+                await self.sessions.post(body, scope, headers, principal, exchange, exc)
                 return
-            reply = Reply(exc.request_id, error=exc)
+            reply = error_reply(exc.request_id, exc)
             await exchange.respond(reply.http_status, reply.body)
             return
         if not hasattr(message, "id"):
             if self.sessions is not None and "mcp-session-id" in headers and session_era(headers):
-                await self.sessions.post(body, headers, principal, exchange, None)
+                await self.sessions.post(body, scope, headers, principal, exchange, None)
                 return
             await exchange.respond(202, b"")
             return
@@ -240,7 +227,7 @@ class McpApp:
             if document is not None:
                 await exchange.respond(200, document)
                 return
-        raise _Reject(404, f"Not Found: the MCP endpoint is POST {self.path}")
+        raise not_found(self.path)
 
     async def _other(self, scope: ASGIScope, headers: Mapping[str, str],
                      exchange: Exchange) -> None:
@@ -249,7 +236,7 @@ class McpApp:
         if self.sessions is None or method not in ("GET", "DELETE") or (
             "mcp-session-id" not in headers
         ):
-            raise _Reject(405, "Method Not Allowed: use POST", [(b"allow", b"POST")])
+            raise post_only()
         principal = await self._authenticate(scope, headers)
         await self.sessions.other(method, headers, principal, exchange)
 
@@ -289,9 +276,19 @@ class McpApp:
                principal: str | None) -> Peer:
         """The request's Peer; the guard refuses (403) a `scopes=` tool before it runs."""
         peer = self.peer_for(principal, headers)
-        if self.guard is not None:
-            self.guard.authorize(self.dispatcher, message, peer, self._resource(scope, headers))
+        self.authorize(scope, headers, message, peer)
         return peer
+
+    def authorize(self, scope: ASGIScope, headers: Mapping[str, str], message: Any,
+                  peer: Peer) -> None:
+        """The guard's check of a decoded 2026-07-28 `message` (both eras: a session's request
+        is checked in that form); raises a Refusal (403 with its challenge and the id)."""
+        if self.guard is None:
+            return
+        try:
+            self.guard.authorize(self.dispatcher, message, peer, self._resource(scope, headers))
+        except Unauthorized as exc:
+            raise auth_refusal(exc, getattr(message, "id", None)) from None
 
     def _resource(self, scope: ASGIScope, headers: Mapping[str, str]) -> str:
         """The URL this request reached the MCP endpoint at (RFC 9728 resource identifier)."""
@@ -303,9 +300,9 @@ class McpApp:
             digits = declared.strip()
             # isdigit() alone takes "²" (int() then fails) and other scripts' digits.
             if not (digits.isascii() and digits.isdigit()):
-                raise _Reject(400, "Bad Request: invalid Content-Length")
+                raise bad_request("invalid Content-Length")
             if int(declared) > self.max_body:
-                raise _Reject(413, f"Payload Too Large: the limit is {self.max_body} bytes")
+                raise too_large(self.max_body)
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -315,7 +312,7 @@ class McpApp:
             chunk: bytes = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
-                raise _Reject(413, f"Payload Too Large: the limit is {self.max_body} bytes")
+                raise too_large(self.max_body)
             if not message.get("more_body", False):
                 # The usual case is one message holding the whole body: no join, no copy.
                 return b"".join((*chunks, chunk)) if chunks else chunk
@@ -323,7 +320,7 @@ class McpApp:
 
 
 def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
-    """Lower-cased names; repeated headers joined with ", ". Raises _Reject (400) on garbage."""
+    """Lower-cased names; repeated headers joined with ", ". Raises a Refusal (400) on garbage."""
     headers: dict[str, str] = {}
     total = 0
     try:
@@ -335,9 +332,9 @@ def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
             else:
                 headers[key] = value.decode("utf-8")
     except UnicodeDecodeError:
-        raise _Reject(400, "Bad Request: header is not valid UTF-8") from None
+        raise bad_request("header is not valid UTF-8") from None
     if total > MAX_HEADER_BYTES:
-        raise _Reject(400, "Bad Request: headers too large")
+        raise bad_request("headers too large")
     return headers
 
 
@@ -348,12 +345,3 @@ def _trace(headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple((name, headers[name]) for name in ("traceparent", "tracestate")
                  if name in headers)
 
-
-def _challenge(exc: Unauthorized) -> list[tuple[bytes, bytes]]:
-    if not exc.challenge:
-        return [(b"retry-after", b"5")] if exc.status == 503 else []
-    return [(b"www-authenticate", exc.challenge.encode("latin-1", "replace"))]
-
-
-def _error_body(message: str) -> bytes:
-    return encode_error(None, InvalidRequest(message))

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from mrtr.errors import InternalError
 from mrtr.protocol import SSE_KEEPALIVE, encode_message, encode_sse_event
-from mrtr.server import Peer, Reply
+from mrtr.server import Peer
+from mrtr.server._failures import timed_out, unanswered
 
 if TYPE_CHECKING:
     from mrtr.http._app import McpApp
@@ -88,9 +88,8 @@ class Exchange:
             if self.reason is None:
                 raise  # the server is shutting down: not ours to swallow
             reply = None
-        except Exception:  # a Dispatcher bug: still answer, with the id (or as the last event)
-            app.log.exception("request %r: no reply from the dispatcher", message.id)
-            reply = Reply(message.id, error=InternalError())
+        except Exception as exc:  # a Dispatcher bug: still answer, with the id (or last event)
+            reply = unanswered(message.id, exc, app.log)
         finally:
             self.finished = True
             timer.cancel()
@@ -102,9 +101,7 @@ class Exchange:
         if self.reason == "gone":
             return  # closing the stream is cancellation (spec): write nothing more
         if self.reason == "timeout":
-            app.log.warning("request %r timed out", message.id)
-            error = InternalError(f"Request timed out after {app.request_timeout:g}s")
-            reply = Reply(message.id, error=error)
+            reply = timed_out(message.id, app.request_timeout, app.log)
         assert reply is not None
         if not self.streaming:
             await self.respond(reply.http_status, reply.body)

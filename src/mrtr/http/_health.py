@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
 import msgspec
 
 from mrtr.server import Binding, Dispatcher
+from mrtr.server._failures import probe_method, unready
 
 __all__ = ["PROBE_PATHS", "Health"]
 
@@ -34,16 +35,18 @@ class Health:
     async def answer(self, path: str, method: str, send: Send) -> None:
         """Write the probe's reply: 200 or 503 with a small JSON body; 405 for non-GET/HEAD."""
         if method not in ("GET", "HEAD"):
-            await _respond(send, 405, {"status": "method not allowed"}, method,
-                           [(b"allow", b"GET, HEAD")])
+            refusal = probe_method()
+            await _respond(send, refusal.status, refusal.body, method, refusal.headers)
             return
         if path == "/healthz":
-            await _respond(send, 200, {"status": "ok"}, method)
+            await _respond(send, 200, msgspec.json.encode({"status": "ok"}), method)
             return
         checks = {"keys": self._keys(), "store": await self._store()}
-        ready = all(value in ("ok", "none") for value in checks.values())
-        await _respond(send, 200 if ready else 503,
-                       {"status": "ok" if ready else "unavailable", "checks": checks}, method)
+        if not all(value in ("ok", "none") for value in checks.values()):
+            refusal = unready(checks)
+            await _respond(send, refusal.status, refusal.body, method, refusal.headers)
+            return
+        await _respond(send, 200, msgspec.json.encode({"status": "ok", "checks": checks}), method)
 
     def _keys(self) -> str:
         sealer = self._dispatcher().sealer
@@ -66,10 +69,9 @@ class Health:
         return "ok"
 
 
-async def _respond(send: Send, status: int, payload: dict[str, object], method: str,
-                   extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = msgspec.json.encode(payload)
+async def _respond(send: Send, status: int, body: bytes, method: str,
+                   extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
     headers = [(b"content-type", b"application/json"), (b"cache-control", b"no-store"),
-               (b"content-length", str(len(body)).encode()), *(extra or [])]
+               (b"content-length", str(len(body)).encode()), *extra]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})

@@ -8,32 +8,43 @@ handlers may ask are answered on an SSE stream that also carries the server→cl
 # Design: McpApp only calls in here when a message failed the 2026-07-28 decode and carried no
 # 2026 version header (or for GET/DELETE with a session id), so the stateless path pays nothing.
 # A body with 2026 `_meta` gets the 2026 error it earned. Unknown, forged, expired and terminated
-# ids are 404 (-32001, as the official SDKs answer); a request without an id is 400. A client
-# disconnect cancels the handler, as on the stateless path.
+# ids are 404 (-32001, as the official SDKs answer); a request without an id is 400. A tool call
+# is checked for scopes before its stream opens, so it is refused as a 2026 one is (403). Every
+# refusal is built by the error policy (mrtr.server._failures). A client disconnect cancels the
+# handler, as on the stateless path.
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from mrtr.errors import InvalidRequest, ParseError, ProtocolError
+from mrtr.errors import ProtocolError
 from mrtr.http._exchange import Exchange
 from mrtr.protocol import (
     LEGACY_VERSIONS,
     PROTOCOL_VERSION_KEY,
     SSE_KEEPALIVE,
     JSONObject,
-    encode_error,
     encode_sse_event,
 )
 from mrtr.server import Peer, Session, SessionServer
+from mrtr.server._failures import (
+    Refusal,
+    batch_refused,
+    not_a_request,
+    not_json,
+    scope_refusal,
+    session_not_found,
+    session_required,
+    session_version,
+)
 from mrtr.server.sessions._server import STREAMED
 from mrtr.server.sessions._session import Outbound, UnknownSession
 
 if TYPE_CHECKING:
-    from mrtr.http._app import McpApp
+    from mrtr.http._app import ASGIScope, McpApp
 
 __all__ = ["SessionEndpoint", "session_era"]
 
@@ -42,14 +53,6 @@ _SSE_HEADERS = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
-
-
-class SessionNotFound(ProtocolError):
-    """The `Mcp-Session-Id` is unknown, forged, expired or terminated: re-`initialize`."""
-
-    code: ClassVar[int] = -32001
-    http_status: ClassVar[int] = 404
-    default_message: ClassVar[str] = "Session not found"
 
 
 def session_era(headers: Mapping[str, str]) -> bool:
@@ -80,6 +83,7 @@ class SessionEndpoint:
     async def post(
         self,
         body: bytes,
+        scope: ASGIScope,
         headers: Mapping[str, str],
         principal: str | None,
         exchange: Exchange,
@@ -91,7 +95,7 @@ class SessionEndpoint:
         except msgspec.DecodeError:
             message = None
         if not isinstance(message, dict | list) or _has_modern_meta(message):
-            await _reply_error(exchange, fallback or ParseError("Parse error: invalid JSON"))
+            await _refuse(exchange, not_json(fallback))
             return
         peer = self.app.peer_for(principal)  # scopes from the authenticator, as for 2026
         if isinstance(message, dict) and message.get("method") == "initialize" and "id" in message:
@@ -113,6 +117,8 @@ class SessionEndpoint:
             answer = await self.server.serve(session, message, peer, _nowhere)
             await exchange.respond(200, answer or b"")
             return
+        if message["method"] == "tools/call":
+            self._authorize(scope, headers, session, message, peer)  # before the stream opens
         await _stream(self.app, exchange,
                       lambda out: self.server.serve(session, message, peer, out))
 
@@ -121,14 +127,13 @@ class SessionEndpoint:
     ) -> None:
         """A JSON-RPC batch (2025-03-26): replies are events of one SSE stream."""
         if session.version != "2025-03-26" or not messages:
-            await _reply_error(exchange, InvalidRequest(
-                "Invalid Request: batches are only accepted in 2025-03-26 sessions"))
+            await _refuse(exchange, batch_refused())
             return
 
         async def work(out: Outbound) -> None:
             async def one(item: object) -> None:
                 if not isinstance(item, dict):
-                    await out(encode_error(None, InvalidRequest("Invalid Request")))
+                    await out(not_a_request())
                     return
                 reply = await self.server.serve(session, item, peer, out)
                 if reply is not None:
@@ -171,27 +176,38 @@ class SessionEndpoint:
         rid = request_id if isinstance(request_id, str | int) else None
         session_id = headers.get("mcp-session-id")
         if session_id is None:
-            error: ProtocolError = InvalidRequest(
-                "Bad Request: Mcp-Session-Id header is required (send initialize first, or send "
-                "a 2026-07-28 request with params._meta)")
-            await exchange.respond(400, encode_error(rid, error))
+            await _refuse(exchange, session_required(rid))
             return None
         try:
             session = self.server.sessions.get(session_id.strip(), principal)
         except UnknownSession:
-            await exchange.respond(404, encode_error(rid, SessionNotFound()))
+            await _refuse(exchange, session_not_found(rid))
             return None
         version = headers.get("mcp-protocol-version")
         if version is not None and version.strip() != session.version:
-            error = InvalidRequest(
-                f"Bad Request: MCP-Protocol-Version must be {session.version} in this session")
-            await exchange.respond(400, encode_error(rid, error))
+            await _refuse(exchange, session_version(rid, session.version))
             return None
         return session
 
+    def _authorize(self, scope: ASGIScope, headers: Mapping[str, str], session: Session,
+                   message: JSONObject, peer: Peer) -> None:
+        """Refuse a session's tool call as a 2026-07-28 one is refused (raises a Refusal, 403):
+        the guard's check of it in its 2026 form, else the Runner's own scope rule."""
+        if self.app.guard is not None:
+            request = self.server.as_request(session, message)
+            if request is not None:
+                self.app.authorize(scope, headers, request, peer)
+        params = message.get("params")
+        name = params.get("name") if isinstance(params, dict) else None
+        entry = self.app.dispatcher.server.tables.tools.get(name) if isinstance(name, str) \
+            else None
+        if entry is not None and entry.scopes and not peer.allows(entry.scopes):
+            rid = message.get("id")
+            raise scope_refusal(rid if isinstance(rid, str | int) else None, entry.scopes)
 
-async def _reply_error(exchange: Exchange, error: ProtocolError) -> None:
-    await exchange.respond(error.http_status, encode_error(error.request_id, error))
+
+async def _refuse(exchange: Exchange, refusal: Refusal) -> None:
+    await exchange.respond(refusal.status, refusal.body, refusal.headers)
 
 
 async def _nowhere(message: bytes) -> None:

@@ -13,6 +13,8 @@ import codecs
 import re
 from dataclasses import dataclass
 
+from mrtr.errors import MrtrError
+
 __all__ = [
     "SSE_KEEPALIVE",
     "FrameTooLarge",
@@ -29,7 +31,7 @@ _EOL = re.compile(r"\r\n|\r|\n")
 _EOL_BYTES = re.compile(rb"\r\n|\r|\n")
 
 
-class FrameTooLarge(ValueError):
+class FrameTooLarge(MrtrError, ValueError):
     """A frame exceeds the framer's size limit; the stream should be dropped."""
 
 

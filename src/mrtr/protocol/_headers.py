@@ -16,7 +16,7 @@ import functools
 import re
 from collections.abc import Mapping
 
-from mrtr.errors import HeaderMismatch
+from mrtr.errors import HeaderMismatch, MrtrError
 
 __all__ = [
     "ToolHeaderError",
@@ -45,7 +45,7 @@ _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitio
 _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
 
 
-class ToolHeaderError(ValueError):
+class ToolHeaderError(MrtrError, ValueError):
     """A tool's `x-mcp-header` annotation is invalid; clients drop such tools over HTTP."""
 
 

@@ -18,7 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
-from mrtr.errors import InvalidParams
+from mrtr.errors import InvalidParams, MrtrError
 from mrtr.protocol import (
     JSON,
     CreateMessageRequest,
@@ -81,7 +81,7 @@ class TaskHooks(Protocol):
     async def status(self, message: str) -> None: ...
 
 
-class Declined(Exception):  # noqa: N818 - reads as an outcome
+class Declined(MrtrError):  # noqa: N818 - reads as an outcome
     """The user declined or cancelled an elicitation the handler could not do without."""
 
     def __init__(self, action: str, message: str) -> None:

@@ -4,16 +4,15 @@
 # headers (HeaderMismatch), version (-32022), method (-32601), capability (-32021), then params.
 # Transports call `receive` then `handle` and write `Reply.body` with `Reply.http_status`; the
 # body is encoded inside `handle`, so a result JSON cannot carry is a -32603 reply like any
-# other failure (_failures.py decides which error), never a transport crash or a silent hang.
+# other failure (_failures.py decides which error and builds it), never a transport crash or a
+# silent hang.
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from mrtr.errors import InternalError, MethodNotFound, ProtocolError
+from mrtr.errors import MethodNotFound, ProtocolError
 from mrtr.protocol import (
     METHODS,
     SERVER_INFO_KEY,
@@ -31,16 +30,15 @@ from mrtr.protocol import (
     check_headers,
     check_version,
     decode_client_message,
-    encode_error,
-    encode_result,
 )
 from mrtr.server._asks import Suspend
-from mrtr.server._failures import wire_error
+from mrtr.server._failures import error_reply, failed_reply
 from mrtr.server._ledger import Ledger
 from mrtr.server._listing import Lister
 from mrtr.server._peer import Notifier, Peer
 from mrtr.server._probe import Probe
 from mrtr.server._registry import Server
+from mrtr.server._reply import Reply
 from mrtr.server._rounds import RoundEngine
 from mrtr.server._runs import Runner, invoke_tool
 from mrtr.server._sealing import Sealer
@@ -67,38 +65,6 @@ _NAME_ATTRIBUTE = {
     for method, spec in METHODS.items()
     if spec.name_field is not None
 }
-
-
-class Reply:
-    """One JSON-RPC response, a result or an error, encoded when it is made.
-
-    Raises TypeError or ValueError when the result holds what JSON cannot carry (the Dispatcher
-    answers -32603 instead), so a transport only ever writes `body`.
-    """
-
-    __slots__ = ("body", "error", "request_id", "result")
-
-    def __init__(
-        self,
-        request_id: str | int | None,
-        result: msgspec.Struct | None = None,
-        error: ProtocolError | None = None,
-    ) -> None:
-        self.request_id = request_id
-        self.result = result
-        self.error = error
-        if error is not None:
-            self.body = encode_error(request_id, error)
-        else:
-            assert result is not None
-            self.body = encode_result(request_id, result)  # type: ignore[arg-type]
-
-    def __repr__(self) -> str:
-        return f"Reply({self.request_id!r}, result={self.result!r}, error={self.error!r})"
-
-    @property
-    def http_status(self) -> int:
-        return self.error.http_status if self.error is not None else 200
 
 
 class Dispatcher:
@@ -212,12 +178,7 @@ class Dispatcher:
             probe.leave()
 
     def _failed(self, request: Message, exc: BaseException) -> Reply:
-        error = wire_error(exc, _describe(request), self.log)
-        try:
-            return Reply(request.id, error=error)
-        except (TypeError, ValueError) as bad:  # a handler's ProtocolError JSON cannot carry
-            self.log.error("%s: cannot encode %r", _describe(request), error, exc_info=bad)
-            return Reply(request.id, error=InternalError())
+        return failed_reply(request.id, exc, _describe(request), self.log)
 
     async def handle_bytes(
         self,
@@ -231,7 +192,7 @@ class Dispatcher:
         try:
             message = self.receive(body, headers)
         except ProtocolError as exc:
-            return Reply(exc.request_id, error=exc)
+            return error_reply(exc.request_id, exc)
         if not hasattr(message, "id"):
             return None
         return await self.handle(message, peer, sink)

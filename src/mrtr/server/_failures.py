@@ -1,4 +1,10 @@
-"""What the client sees when a handler fails: exceptions become wire outcomes here, only here."""
+"""The error policy: what the client sees when anything fails, in both eras, on every transport.
+
+Exceptions become wire outcomes here and only here: JSON-RPC error replies (2026-07-28 requests
+and 2025 sessions), HTTP refusals (status, headers, body) and `isError` tool results. The
+Dispatcher, the task runner, the session server and the transports write what these functions
+return; tests/server/test_failures.py checks that they build none of it themselves.
+"""
 
 # Design: a tool's failure is a result the model reads (`isError: true`, spec: server/tools);
 # prompts, resources and every other method have no such field, so their failures are JSON-RPC
@@ -11,21 +17,54 @@
 #   prompts and resources, e.g. missing arguments). Never -32603: the server did not fail.
 #   ToolError is the tool author's message for the model: sent in a tool, frozen elsewhere.
 # - Anything else is a server bug: a frozen text or -32603 "Internal error", the reason logged.
+# A 2025 session gets the same errors, except where its revision has its own answer (`legacy_*`).
+# HTTP: a refusal before the body is read (Host/Origin, path, method, media type, size, headers,
+# authentication) is a JSON-RPC -32600 body without an id; its status and headers come from here.
+# A tool's missing scopes are one answer in both eras (MCP authorization, "scope challenge"):
+# 403, with the guard's `WWW-Authenticate: Bearer error="insufficient_scope"` when there is one,
+# and the request's id and `requiredScopes` in the body, before the handler runs or a stream opens.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping, Sequence
 
-from mrtr.errors import InternalError, InvalidParams, ProtocolError
-from mrtr.protocol import CallToolResult
+import msgspec
+
+from mrtr.errors import (
+    Forbidden,
+    InsufficientScope,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MissingRequiredClientCapability,
+    MrtrError,
+    ParseError,
+    ProtocolError,
+    ResourceNotFound,
+    SessionNotFound,
+    Unauthorized,
+)
+from mrtr.protocol import CallToolResult, JSONObject, TextContent
 from mrtr.server._asks import Declined, Suspend
+from mrtr.server._reply import Reply
 from mrtr.server._results import ToolError, tool_error
 from mrtr.server._schema import ArgumentsInvalid
 
-__all__ = ["tool_failure", "wire_error"]
+__all__ = [
+    "ask_failed", "auth_refusal", "bad_request", "batch_refused", "error_refusal", "error_reply",
+    "failed_reply", "host_refused", "http_refusal", "in_flight", "legacy_error", "line_too_long",
+    "not_a_request", "not_found", "not_json", "post_only", "probe_method", "Refusal",
+    "scope_refusal", "session_not_found", "session_required", "session_version", "task_error",
+    "timed_out", "too_large", "too_many_rounds", "too_many_tasks", "tool_failure", "unanswered",
+    "unready", "unsupported_media_type", "wire_error",
+]
 
+RequestId = str | int | None
+Headers = Sequence[tuple[bytes, bytes]]
 _REFUSALS = (Declined, ArgumentsInvalid)  # the client's doing: the message is sent
 
 
+# -- a handler's failure (both eras) ---------------------------------------------------------------
 def tool_failure(exc: Exception, name: str, log: logging.Logger) -> CallToolResult:
     """The `isError` result for `exc` raised by tool `name`.
 
@@ -57,3 +96,212 @@ def wire_error(exc: BaseException, what: str, log: logging.Logger) -> ProtocolEr
         return InternalError()
     log.error("%s failed", what, exc_info=exc)
     return InternalError()
+
+
+def failed_reply(request_id: RequestId, exc: BaseException, what: str,
+                 log: logging.Logger) -> Reply:
+    """The error Reply for `exc` raised while serving request `request_id` (`what`)."""
+    error = wire_error(exc, what, log)
+    try:
+        return Reply(request_id, error=error)
+    except (TypeError, ValueError) as bad:  # a handler's ProtocolError JSON cannot carry
+        log.error("%s: cannot encode %r", what, error, exc_info=bad)
+        return Reply(request_id, error=InternalError())
+
+
+def task_error(exc: BaseException, what: str, log: logging.Logger) -> JSONObject:
+    """The JSON-RPC error object a failed task's record keeps (`tasks/get` shows it)."""
+    wire: JSONObject = msgspec.to_builtins(wire_error(exc, what, log).to_wire())
+    return wire
+
+
+def too_many_tasks(limit: int, meta: Mapping[str, object]) -> CallToolResult:
+    """The `isError` result of a task tool called by a principal over its cap of live tasks."""
+    text = (f"Too many tasks in progress (limit {limit}): wait for one to finish or cancel "
+            "one, then call again.")
+    if limit == 0:  # TaskPolicy.max_live_anonymous=0: tasks for authenticated callers only
+        text = "This server runs tasks for authenticated callers only: sign in and call again."
+    return CallToolResult(content=[TextContent(text=text)], is_error=True, meta=dict(meta))
+
+
+# -- a message the Dispatcher could not serve -----------------------------------------------------
+def error_reply(request_id: RequestId, error: ProtocolError) -> Reply:
+    """The Reply refusing a message with `error` (a decode error, a session's own check)."""
+    return Reply(request_id, error=error)
+
+
+def unanswered(request_id: RequestId, exc: BaseException, log: logging.Logger) -> Reply:
+    """The reply of a request whose Dispatcher raised (a bug): -32603, the reason logged."""
+    log.error("request %r: no reply from the dispatcher", request_id, exc_info=exc)
+    return Reply(request_id, error=InternalError())
+
+
+def timed_out(request_id: RequestId, seconds: float, log: logging.Logger) -> Reply:
+    """The reply of a request cut off by the transport's deadline."""
+    log.warning("request %r timed out", request_id)
+    return Reply(request_id, error=InternalError(f"Request timed out after {seconds:g}s"))
+
+
+def in_flight(request_id: RequestId) -> Reply:
+    """A request reusing the id of one still running (stdio)."""
+    return Reply(request_id, error=InvalidRequest("Invalid Request: this id is already in flight"))
+
+
+def not_a_request() -> bytes:
+    """The answer to a batch member that is not a request object."""
+    return Reply(None, error=InvalidRequest("Invalid Request")).body
+
+
+def line_too_long() -> bytes:
+    """The last line written on a stdio stream whose client sent an over-long line."""
+    return Reply(None, error=InvalidRequest("Message too large")).body
+
+
+# -- 2025 sessions -------------------------------------------------------------------------------
+def legacy_error(method: str, reply: Reply) -> Reply:
+    """`reply` as a 2025 session gets it: a missing client capability fails the tool
+    (`isError`), an unknown resource is -32002; anything else is unchanged."""
+    error = reply.error
+    if error is None:
+        return reply
+    if method == "tools/call" and isinstance(error, MissingRequiredClientCapability):
+        text = f"This tool needs a client capability the session lacks: {error.data}"
+        return Reply(reply.request_id, result=tool_error(text))
+    if method == "resources/read" and isinstance(error, InvalidParams):
+        data = error.data
+        if isinstance(data, dict) and "uri" in data:
+            return Reply(reply.request_id, error=ResourceNotFound(data=data))
+    return reply
+
+
+def ask_failed(request_id: RequestId, method: object, text: str, log: logging.Logger) -> Reply:
+    """A server→client request of a session got no usable answer: `text` ends the call, as
+    the tool's `isError` result, or as -32603 for any other method."""
+    log.info("request %r: %s", request_id, text)
+    if method == "tools/call":
+        return Reply(request_id, result=tool_error(text))
+    return Reply(request_id, error=InternalError(text))
+
+
+def too_many_rounds(request_id: RequestId) -> Reply:
+    """A session's request still asking after the Dispatcher's round cap."""
+    return Reply(request_id, error=InternalError("Too many input rounds"))
+
+
+# -- HTTP ----------------------------------------------------------------------------------------
+class Refusal(MrtrError):
+    """An HTTP answer refusing a request: written as it is (`status`, `headers`, `body`).
+
+    Raised by McpApp's helpers and answered in one place; never seen by a handler.
+    """
+
+    def __init__(self, status: int, body: bytes, headers: Headers = ()) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+        self.headers = list(headers)
+
+
+def _refused(status: int, message: str, headers: Headers = ()) -> Refusal:
+    """A refusal before a message was read: a -32600 body without an id."""
+    return Refusal(status, Reply(None, error=InvalidRequest(message)).body, headers)
+
+
+def error_refusal(error: ProtocolError, request_id: RequestId = None) -> Refusal:
+    """`error` as an HTTP answer: its class's status, its id (default: the one decoded)."""
+    reply = Reply(request_id if request_id is not None else error.request_id, error=error)
+    return Refusal(reply.http_status, reply.body)
+
+
+def host_refused(reason: str) -> Refusal:
+    """A Host or Origin outside the allow-list (DNS rebinding): 403 saying what to allow."""
+    return _refused(403, reason)
+
+
+def not_found(path: str) -> Refusal:
+    return _refused(404, f"Not Found: the MCP endpoint is POST {path}")
+
+
+def post_only() -> Refusal:
+    return _refused(405, "Method Not Allowed: use POST", [(b"allow", b"POST")])
+
+
+def unsupported_media_type() -> Refusal:
+    return _refused(415, "Unsupported Media Type: Content-Type must be application/json")
+
+
+def bad_request(reason: str) -> Refusal:
+    """400 for a request whose headers cannot be read (`reason` says which)."""
+    return _refused(400, f"Bad Request: {reason}")
+
+
+def too_large(limit: int) -> Refusal:
+    return _refused(413, f"Payload Too Large: the limit is {limit} bytes")
+
+
+def auth_refusal(exc: Unauthorized, request_id: RequestId = None) -> Refusal:
+    """An authenticator's or guard's refusal: its status, `WWW-Authenticate` (or `Retry-After`
+    for 503), a frozen message; `request_id` once the message was read."""
+    if exc.challenge:
+        headers = [(b"www-authenticate", exc.challenge.encode("latin-1", "replace"))]
+    else:
+        headers = [(b"retry-after", b"5")] if exc.status == 503 else []
+    error: ProtocolError = (InsufficientScope(exc.scopes, exc.message)
+                            if isinstance(exc, Forbidden) and exc.scopes
+                            else InvalidRequest(exc.message))
+    return Refusal(exc.status, Reply(request_id, error=error).body, headers)
+
+
+def scope_refusal(request_id: RequestId, scopes: Iterable[str]) -> Refusal:
+    """A tool call refused for missing `scopes` without a guard: the Runner's answer (403)."""
+    return error_refusal(InsufficientScope(sorted(scopes)), request_id)
+
+
+def http_refusal(exc: Exception, log: logging.Logger) -> Refusal:
+    """What an HTTP request that raised `exc` is answered: a Refusal as it is, an
+    authenticator's refusal with its challenge, anything else 500 with the reason logged."""
+    if isinstance(exc, Refusal):
+        return exc
+    if isinstance(exc, Unauthorized):
+        return auth_refusal(exc)
+    log.error("unexpected error in the HTTP transport", exc_info=exc)
+    return Refusal(500, Reply(None, error=InternalError()).body)
+
+
+def session_required(request_id: RequestId) -> Refusal:
+    """A 2025 message that is neither `initialize` nor sent within a session."""
+    return error_refusal(InvalidRequest(
+        "Bad Request: Mcp-Session-Id header is required (send initialize first, or send a "
+        "2026-07-28 request with params._meta)"), request_id)
+
+
+def session_not_found(request_id: RequestId) -> Refusal:
+    """An unknown, forged, expired or terminated session id: 404, -32001 (as the SDKs)."""
+    return error_refusal(SessionNotFound(), request_id)
+
+
+def session_version(request_id: RequestId, version: str) -> Refusal:
+    """`MCP-Protocol-Version` disagrees with the version the session negotiated."""
+    return error_refusal(InvalidRequest(
+        f"Bad Request: MCP-Protocol-Version must be {version} in this session"), request_id)
+
+
+def batch_refused() -> Refusal:
+    return error_refusal(InvalidRequest(
+        "Invalid Request: batches are only accepted in 2025-03-26 sessions"))
+
+
+def not_json(fallback: ProtocolError | None) -> Refusal:
+    """A session POST that is no JSON-RPC of ours: the 2026-07-28 error it earned, if any."""
+    return error_refusal(fallback or ParseError("Parse error: invalid JSON"))
+
+
+def probe_method() -> Refusal:
+    """A health probe asked with a method other than GET or HEAD (its own JSON body)."""
+    return Refusal(405, msgspec.json.encode({"status": "method not allowed"}),
+                   [(b"allow", b"GET, HEAD")])
+
+
+def unready(checks: Mapping[str, str]) -> Refusal:
+    """`GET /readyz` while a check fails: 503 naming the failing check (reason logged)."""
+    return Refusal(503, msgspec.json.encode({"status": "unavailable", "checks": dict(checks)}))

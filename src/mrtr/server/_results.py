@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
+from mrtr.errors import MrtrError
 from mrtr.protocol import (
     UNSET,
     AudioContent,
@@ -36,7 +37,7 @@ _BLOCKS = (TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResour
 _JSON = msgspec.json.Encoder()
 
 
-class ToolError(Exception):
+class ToolError(MrtrError):
     """Raise from a tool to report a failure to the model as an `isError: true` result.
 
     The message is sent as is; other exceptions are reported with a generic text and logged.

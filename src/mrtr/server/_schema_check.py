@@ -19,10 +19,12 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from mrtr.errors import MrtrError
+
 __all__ = ["Checker", "FormInvalid", "validate_against_schema"]
 
 
-class FormInvalid(ValueError):
+class FormInvalid(MrtrError, ValueError):
     """An elicitation answer does not match the form; `message` is fit to show the user."""
 
     def __init__(self, problems: Mapping[str, str]) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from mrtr.errors import InternalError, InvalidRequest, ProtocolError
+from mrtr.errors import ProtocolError
 from mrtr.protocol import (
     PROTOCOL_VERSION_KEY,
     CancelledNotification,
@@ -28,7 +28,8 @@ from mrtr.protocol import (
     encode_line,
     encode_message,
 )
-from mrtr.server import Dispatcher, Peer, Reply, Session, SessionServer
+from mrtr.server import Dispatcher, Peer, Session, SessionServer
+from mrtr.server._failures import error_reply, in_flight, line_too_long, not_a_request, unanswered
 
 __all__ = ["ByteReader", "ByteWriter", "serve_stdio"]
 
@@ -97,7 +98,7 @@ class _Stream:
         except FrameTooLarge:
             # Design: the framer cannot resynchronise safely, so the stream is dropped.
             self.log.error("a line exceeded %d bytes; closing the stream", max_line)
-            await self.write(Reply(None, error=InvalidRequest("Message too large")).body)
+            await self.write(line_too_long())
         await self.drain(grace)
 
     async def take(self, line: bytes) -> None:
@@ -105,7 +106,7 @@ class _Stream:
             message = self.dispatcher.receive(line, None)
         except ProtocolError as exc:
             if not await self.take_session(line):
-                await self.write(Reply(exc.request_id, error=exc).body)
+                await self.write(error_reply(exc.request_id, exc).body)
             return
         if isinstance(message, CancelledNotification):
             task = self.tasks.pop(message.params.request_id, None)
@@ -115,8 +116,7 @@ class _Stream:
         if not hasattr(message, "id"):
             return  # other notifications are ignored
         if message.id in self.tasks:
-            error = InvalidRequest("Invalid Request: this id is already in flight")
-            await self.write(Reply(message.id, error=error).body)
+            await self.write(in_flight(message.id).body)
             return
         self.spawn(message.id, self.serve(message))
 
@@ -136,7 +136,7 @@ class _Stream:
             # A 2025-03-26 batch: each member is served as if it came alone (replies one a line).
             for item in message:
                 if not isinstance(item, dict) or not await self.take_message(item):
-                    await self.write(Reply(None, error=InvalidRequest("Invalid Request")).body)
+                    await self.write(not_a_request())
             return True
         return isinstance(message, dict) and await self.take_message(message)
 
@@ -157,8 +157,7 @@ class _Stream:
             return False
         if isinstance(method, str) and "id" in message:
             if message["id"] in self.tasks:
-                error = InvalidRequest("Invalid Request: this id is already in flight")
-                await self.write(Reply(message["id"], error=error).body)
+                await self.write(in_flight(message["id"]).body)
             else:
                 self.spawn(message["id"], self.serve_session(session, message))
             return True
@@ -177,9 +176,8 @@ class _Stream:
     async def serve(self, message: Any) -> None:
         try:
             reply = await self.dispatcher.handle(message, self.peer, self.notify)
-        except Exception:  # a Dispatcher bug: still answer, or the client waits forever
-            self.log.exception("request %r: no reply from the dispatcher", message.id)
-            reply = Reply(message.id, error=InternalError())
+        except Exception as exc:  # a Dispatcher bug: still answer, or the client waits forever
+            reply = unanswered(message.id, exc, self.log)
         await self.write(reply.body)
 
     async def notify(self, notification: msgspec.Struct) -> None:

@@ -19,17 +19,16 @@ import dataclasses
 import logging
 import secrets
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import msgspec
 
 from mrtr.errors import (
-    InternalError,
     InvalidParams,
     InvalidRequest,
     MethodNotFound,
-    MissingRequiredClientCapability,
     ProtocolError,
+    ResourceNotFound,
 )
 from mrtr.protocol import (
     LEGACY_VERSIONS,
@@ -46,13 +45,12 @@ from mrtr.protocol import (
     JSONObject,
     RequestId,
     encode,
-    encode_error,
     encode_message,
     negotiate_version,
 )
 from mrtr.server._dispatch import Dispatcher, Reply
+from mrtr.server._failures import ask_failed, error_reply, legacy_error, too_many_rounds
 from mrtr.server._peer import Peer
-from mrtr.server._results import tool_error
 from mrtr.server.sessions._answers import AnswerChannel
 from mrtr.server.sessions._session import Outbound, Session, SessionInfo, Sessions
 
@@ -62,13 +60,6 @@ _LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "
 _ENVELOPE_KEYS = ("resultType", "ttlMs", "cacheScope")
 # Methods whose handlers may ask: HTTP answers them on an SSE stream.
 STREAMED = frozenset(m for m, spec in METHODS.items() if spec.may_input_required)
-
-
-class ResourceNotFound(ProtocolError):
-    """-32002, the 2025 code for an unknown resource (2026-07-28 says -32602)."""
-
-    code: ClassVar[int] = -32002
-    default_message: ClassVar[str] = "Resource not found"
 
 
 class _AskFailed(Exception):  # noqa: N818 - control flow: the call ends with this text
@@ -119,7 +110,7 @@ class SessionServer:
             error = InvalidParams("Invalid params: initialize needs a protocolVersion string",
                                   data={"supported": list(LEGACY_VERSIONS),
                                         "requested": requested})
-            return None, encode_error(_id(request_id), error)
+            return None, error_reply(_id(request_id), error).body
         capabilities = params.get("capabilities")
         client_info = params.get("clientInfo")
         info = SessionInfo(
@@ -165,7 +156,7 @@ class SessionServer:
             return None
         request_id = _id(message.get("id"))
         if request_id is None:
-            return encode_error(None, InvalidRequest("Invalid Request: bad id"))
+            return error_reply(None, InvalidRequest("Invalid Request: bad id")).body
         # Its own task, so `notifications/cancelled` stops the handler and the request ends
         # without a reply, while the transport's task (and stream) carries on.
         task = asyncio.ensure_future(
@@ -199,27 +190,35 @@ class SessionServer:
     ) -> bytes:
         params = message.get("params", {})
         if not isinstance(params, dict):
-            return encode_error(request_id, InvalidParams("Invalid params: not an object"))
+            return error_reply(request_id, InvalidParams("Invalid params: not an object")).body
         local = self._local.get(method)
         if local is not None:
             try:
                 return _result(request_id, local(session, params))
             except ProtocolError as exc:
-                return encode_error(request_id, exc)
+                return error_reply(request_id, exc).body
         if method == "initialize":
             info = session.info
             return _result(request_id, self._initialize_result(info.version))
         if method not in METHODS:
-            return encode_error(request_id, MethodNotFound(f"Method not found: {method}"))
+            return error_reply(request_id, MethodNotFound(f"Method not found: {method}")).body
         meta = params.get("_meta")
         if isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta:
             # 2026-07-28 `_meta` inside a session: served statelessly, exactly as without one.
             reply = await self.dispatcher.handle_bytes(encode(message), peer, sink=_sink(outbound))
             return reply.body if reply is not None else b""
-        own = {**(meta if isinstance(meta, dict) else {}), **session.meta}
-        request = {**message, "params": {**params, "_meta": own}}
-        reply = await self._rounds(session, request, peer, outbound)
+        reply = await self._rounds(session, _modern(session, message, params), peer, outbound)
         return _shape(method, reply)
+
+    def as_request(self, session: Session, message: JSONObject) -> Any | None:
+        """`message` decoded as the 2026-07-28 request it is served as; None if it is none."""
+        params = message.get("params", {})
+        if not isinstance(params, dict):
+            return None
+        try:
+            return self.dispatcher.receive(encode(_modern(session, message, params)))
+        except ProtocolError:
+            return None
 
     async def _rounds(
         self, session: Session, request: JSONObject, peer: Peer, outbound: Outbound
@@ -233,7 +232,7 @@ class SessionServer:
             try:
                 decoded = dispatcher.receive(encode(request))
             except ProtocolError as exc:
-                return Reply(exc.request_id, error=exc)
+                return error_reply(exc.request_id, exc)
             reply = await dispatcher.handle(decoded, peer, sink)
             result = reply.result
             if not isinstance(result, InputRequiredResult):
@@ -242,18 +241,12 @@ class SessionServer:
             try:
                 answers = await self._fulfil(session, result, outbound, urls)
             except _AskFailed as exc:
-                return self._failed(request, exc.text)
+                return ask_failed(request.get("id"), request.get("method"), exc.text, self.log)
             params = {**request["params"], "inputResponses": answers}
             if result.request_state is not UNSET:
                 params["requestState"] = result.request_state
             request = {**request, "params": params}
-        return Reply(request.get("id"), error=InternalError("Too many input rounds"))
-
-    def _failed(self, request: JSONObject, text: str) -> Reply:
-        self.log.info("request %r: %s", request.get("id"), text)
-        if request.get("method") == "tools/call":
-            return Reply(request.get("id"), result=tool_error(text))
-        return Reply(request.get("id"), error=InternalError(text))
+        return too_many_rounds(request.get("id"))
 
     async def _fulfil(
         self, session: Session, result: InputRequiredResult, outbound: Outbound, urls: list[str]
@@ -355,6 +348,13 @@ def _id(value: object) -> RequestId | None:
     return None
 
 
+def _modern(session: Session, message: JSONObject, params: JSONObject) -> JSONObject:
+    """The 2026-07-28 form of a session's request: the session supplies `_meta`."""
+    meta = params.get("_meta")
+    own = {**(meta if isinstance(meta, dict) else {}), **session.meta}
+    return {**message, "params": {**params, "_meta": own}}
+
+
 def _sink(outbound: Outbound) -> Callable[[msgspec.Struct], Any]:
     async def sink(notification: msgspec.Struct) -> None:
         await outbound(encode_message(notification))
@@ -368,16 +368,9 @@ def _result(request_id: object, result: object) -> bytes:
 
 def _shape(method: str, reply: Reply) -> bytes:
     """The 2025 form of a reply: no 2026 envelope; errors in their 2025 codes or shapes."""
-    error = reply.error
-    if error is not None:
-        if method == "tools/call" and isinstance(error, MissingRequiredClientCapability):
-            text = f"This tool needs a client capability the session lacks: {error.data}"
-            return _shape(method, Reply(reply.request_id, result=tool_error(text)))
-        if method == "resources/read" and isinstance(error, InvalidParams):
-            data = error.data
-            if isinstance(data, dict) and "uri" in data:
-                error = ResourceNotFound(data=data)
-        return encode_error(reply.request_id, error)
+    reply = legacy_error(method, reply)
+    if reply.error is not None:
+        return reply.body
     result = msgspec.to_builtins(reply.result)
     for key in _ENVELOPE_KEYS:
         result.pop(key, None)

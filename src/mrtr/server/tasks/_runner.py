@@ -33,7 +33,7 @@ from mrtr.protocol import (
 )
 from mrtr.server._context import Context, StartTask
 from mrtr.server._entries import Tables, ToolEntry
-from mrtr.server._failures import tool_failure, wire_error
+from mrtr.server._failures import task_error, too_many_tasks, tool_failure
 from mrtr.server._journal import FlowState
 from mrtr.server._peer import Peer
 from mrtr.server._results import checked_tool_result
@@ -162,11 +162,7 @@ class TaskRunner:
         cap = self.book.policy.cap(principal)
         who = "anonymous callers are" if principal is None else f"principal {principal!r} is"
         self.log.warning("%s at the cap of %d live tasks", who, cap)
-        text = (f"Too many tasks in progress (limit {cap}): wait for one to finish or cancel "
-                "one, then call again.")
-        if cap == 0:
-            text = "This server runs tasks for authenticated callers only: sign in and call again."
-        return CallToolResult(content=[_text(text)], is_error=True, meta=self.meta)
+        return too_many_tasks(cap, self.meta)
 
     # -- running -------------------------------------------------------------------------------
     def _start(self, record: TaskRecord) -> None:
@@ -254,7 +250,7 @@ class TaskRunner:
             return _End("cancelled")
         entry = self.server.tables.tools.get(record.tool)
         if entry is None:  # the tool was removed by a redeploy
-            return _End("failed", error=wire_error(
+            return _End("failed", error=task_error(
                 LookupError(record.tool), f"task {record.task_id}", self.log))
         answers = await self.book.answers(record)
         flow = record.flow
@@ -267,7 +263,7 @@ class TaskRunner:
         try:
             out = await self._run(entry, round_, ctx, record.arguments)
         except (ProtocolError, StartTask) as exc:
-            return _End("failed", error=wire_error(exc, record.tool, self.log))
+            return _End("failed", error=task_error(exc, record.tool, self.log))
         if round_.parked is None:
             return _End("completed", result=out)
         return await self._park(record, answers, round_.parked, out)
@@ -303,7 +299,7 @@ class TaskRunner:
         return bool(await self.book.answers(record)) and await self.book.acquire(record)
 
     async def settle(self, record: TaskRecord, status: str, *, result: Any = None,
-                      error: ProtocolError | None = None) -> bool:
+                      error: JSONObject | None = None) -> bool:
         """End the task (unless it already ended), free its lease and its principal's slot.
 
         True when this call wrote the end; a task that already ended keeps its first end.
@@ -312,7 +308,7 @@ class TaskRunner:
             record, status=status, updated_at=self.clock(), open=[], asked={},
             result=msgspec.to_builtins(_with_meta(result, self.meta)) if result is not None
             else None,
-            error=msgspec.to_builtins(error.to_wire()) if error is not None else None)
+            error=error)
         won = await self.book.end(final)
         if not won:
             self.log.info("task %s: already ended, %s not recorded", record.task_id, status)
@@ -327,7 +323,7 @@ class _End:
     __slots__ = ("error", "result", "status")
 
     def __init__(self, status: str, *, result: Any = None,
-                 error: ProtocolError | None = None) -> None:
+                 error: JSONObject | None = None) -> None:
         self.status, self.result, self.error = status, result, error
 
 
@@ -350,8 +346,3 @@ def _with_meta(result: Any, meta: dict[str, Any]) -> Any:
         return msgspec.structs.replace(result, meta=meta)
     return result
 
-
-def _text(text: str) -> Any:
-    from mrtr.protocol import TextContent
-
-    return TextContent(text=text)
