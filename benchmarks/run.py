@@ -268,15 +268,16 @@ def free_port() -> int:
 
 
 def start_redis(port: int, out: Path, core: str) -> subprocess.Popen[bytes]:
-    """A redis-server for `mrtr-redis` on 127.0.0.1:`port` (no persistence), pinned beside the
-    servers; Abort when it is not installed or does not answer PING within 10 s."""
+    """A redis-server for `mrtr-redis` on 127.0.0.1:`port`, pinned beside the servers, with an
+    append-only file (fsync every second: RedisStore refuses a Redis that does not persist every
+    write); Abort when it is not installed or does not answer PING within 10 s."""
     server = shutil.which("redis-server") or next(
         (p for p in ("/usr/bin/redis-server", "/usr/sbin/redis-server") if Path(p).is_file()),
         None)
     if server is None:
         raise Abort(f"benchmarks: {REDIS} needs redis-server (apt-get install redis-server)")
     argv = [server, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly",
-            "no", "--dir", str(out)]
+            "yes", "--dir", str(out)]
     if core != "none" and shutil.which("taskset"):
         argv = ["taskset", "-c", core, *argv]
     with (out / "redis.log").open("wb") as log:
