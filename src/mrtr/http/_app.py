@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -30,12 +31,13 @@ from mrtr.http._hosts import HostCheck
 from mrtr.http._sessions import SessionEndpoint, session_era
 from mrtr.protocol import encode_error
 from mrtr.server import Dispatcher, Peer, Principal, Reply
+from mrtr.stores import MemoryStore
 
 if TYPE_CHECKING:
     from mrtr.server import MemoryTransport
 
 __all__ = ["ASGIReceive", "ASGIScope", "ASGISend", "Authenticator", "AuthUnavailable", "Forbidden",
-           "McpApp", "ProtectedResource", "Unauthorized"]
+           "McpApp", "ProtectedResource", "Unauthorized", "warn_unshared_store"]
 
 ASGIScope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -131,7 +133,7 @@ class McpApp:
         if kind == "http":
             await self._http(scope, receive, send)
         elif kind == "lifespan":
-            await _lifespan(receive, send)
+            await _lifespan(receive, send, lambda: warn_unshared_store(self.dispatcher, self.log))
         elif kind == "websocket":
             await receive()
             await send({"type": "websocket.close", "code": 1008})
@@ -285,10 +287,30 @@ class McpApp:
             chunks.append(chunk)
 
 
-async def _lifespan(receive: ASGIReceive, send: ASGISend) -> None:
+def warn_unshared_store(dispatcher: Dispatcher, log: logging.Logger) -> None:
+    """Warn at start-up when this process is likely one of several workers (its parent is a
+    Python process manager: uvicorn or hypercorn --workers or --reload, gunicorn) and its store is
+    its own (in memory, or none): a replay that reaches another worker would run again."""
+    import multiprocessing  # only here: a plain import of the app does not pay for it
+
+    store = dispatcher.store
+    if store is not None and not isinstance(store, MemoryStore):
+        return
+    if multiprocessing.parent_process() is None and "gunicorn" not in sys.modules:
+        return
+    log.warning("this process was started by another (workers or a reloader) and its store is "
+                "%s: if it is one of several workers, a round replayed to another one runs "
+                "again and its tasks are its own: give every worker one store (MRTR_STORE="
+                "sqlite:///path on one machine, redis://host across machines)",
+                "in memory" if store is not None else "none")
+
+
+async def _lifespan(receive: ASGIReceive, send: ASGISend,
+                    on_startup: Callable[[], None]) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            on_startup()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await send({"type": "lifespan.shutdown.complete"})

@@ -5,11 +5,12 @@ inside their bodies; it is the only transports module the server layer ever name
 """
 
 # Design: run() goes through the same code as `mrtr serve` (keys from MRTR_STATE_KEYS or the
-# per-user key file, a private SQLite store for the run, uvicorn settings), so the two cannot
+# per-user key file, the store _stores.py picks for them, uvicorn settings), so the two cannot
 # drift. http_app() is for an app someone else serves (uvicorn, a FastAPI mount): it cannot know
 # the bind address, so without MRTR_STATE_KEYS it seals with an ephemeral key (the rule for any
-# process not started by `mrtr serve`), and without MRTR_STORE its store is in memory. The app
-# owns that store and closes it in the ASGI lifespan; `lifespan` lets a parent app run it, since
+# process not started by `mrtr serve`), and without MRTR_STORE its store is in memory
+# (_stores.app_store). The app owns that store: the ASGI lifespan checks it at start-up (a Redis
+# must persist every write) and closes it at shutdown; `lifespan` lets a parent app run it, since
 # Starlette does not forward lifespan events to mounted apps.
 from __future__ import annotations
 
@@ -20,11 +21,18 @@ import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Literal
 
-from mrtr.http._app import ASGIReceive, ASGIScope, ASGISend, Authenticator, McpApp
-from mrtr.server import Dispatcher, Server, parse_keys
+from mrtr.http._app import (
+    ASGIReceive,
+    ASGIScope,
+    ASGISend,
+    Authenticator,
+    McpApp,
+    warn_unshared_store,
+)
+from mrtr.server import Server, parse_keys
 from mrtr.serving._keyfile import default_key_file
+from mrtr.serving._stores import app_store, ready
 from mrtr.serving._target import KEYS_ENV, with_keys
-from mrtr.stores import MemoryStore, store_from_env
 
 __all__ = ["EPHEMERAL_ENV", "ServerApp", "http_app", "run"]
 
@@ -52,8 +60,14 @@ class ServerApp(McpApp):
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: object = None) -> AsyncIterator[None]:
-        """Run the app's start-up and shutdown: `FastAPI(lifespan=mcp.lifespan)`."""
+        """Run the app's start-up and shutdown: `FastAPI(lifespan=mcp.lifespan)`.
+
+        Raises ValueError at start-up for a store that refuses to serve (a Redis that does
+        not persist every write), so the ASGI server does not start.
+        """
         try:
+            await ready(self.dispatcher.store)
+            warn_unshared_store(self.dispatcher, log)
             yield
         finally:
             store = self.dispatcher.store
@@ -65,7 +79,13 @@ class ServerApp(McpApp):
         message = await receive()
         if message["type"] != "lifespan.startup":
             return
-        async with self.lifespan():
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                await stack.enter_async_context(self.lifespan())
+            except ValueError as exc:
+                log.error("the store refuses to serve: %s", exc)
+                await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                return
             await send({"type": "lifespan.startup.complete"})
             while (await receive())["type"] != "lifespan.shutdown":
                 pass
@@ -81,7 +101,8 @@ def http_app(
     authenticator: Authenticator | None = None,
     environ: Mapping[str, str] = os.environ,
 ) -> ServerApp:
-    """The ASGI app serving `server` on `path`; keys from MRTR_STATE_KEYS, store from MRTR_STORE.
+    """The ASGI app serving `server` on `path`; keys from MRTR_STATE_KEYS, store from MRTR_STORE
+    (else a MemoryStore; "none": no store).
 
     Raises ValueError for a malformed key or store URL, or a path not starting with "/".
     """
@@ -89,8 +110,7 @@ def http_app(
         raise ValueError(f"path must start with '/', got {path!r}")
     text = environ.get(KEYS_ENV, "")
     dispatcher = with_keys(server, parse_keys(text) if text else None)
-    store = store_from_env(environ) or MemoryStore()
-    dispatcher = Dispatcher(server, sealer=dispatcher.sealer, store=store)
+    dispatcher = dispatcher.replace(store=app_store(environ))
     return ServerApp(dispatcher, path=path, allowed_hosts=allowed_hosts,
                      allowed_origins=allowed_origins, authenticator=authenticator)
 

@@ -110,15 +110,16 @@ class RedisStore:
         except BaseException as exc:
             if inspect.iscoroutine(awaitable):
                 awaitable.close()  # never sent: the command must not run on a refused Redis
-            if isinstance(exc, StoreUnavailable):
-                raise StoreUnavailable(f"redis {what}: {exc.reason}") from exc
+            if isinstance(exc, StoreUnavailable | ValueError):
+                reason = exc.reason if isinstance(exc, StoreUnavailable) else str(exc)
+                raise StoreUnavailable(f"redis {what}: {reason}") from exc
             raise
 
     async def check(self) -> str:
         """How this Redis persists writes, e.g. "appendonly yes, appendfsync everysec".
 
-        Raises StoreUnavailable when Redis does not answer, and, unless volatile is allowed,
-        when it does not persist every write or hides its settings (the reason names them).
+        Raises StoreUnavailable when Redis does not answer; ValueError, unless volatile is
+        allowed, when it does not persist every write or hides its settings (naming them).
         """
         try:
             async with asyncio.timeout(self._timeout):
@@ -126,9 +127,9 @@ class RedisStore:
         except TimeoutError as exc:
             raise StoreUnavailable(f"checking persistence: no answer in {self._timeout}s") from exc
         except self._errors as exc:
-            raise StoreUnavailable(f"checking persistence: {exc!r}") from exc
+            raise StoreUnavailable(f"checking persistence: {str(exc) or repr(exc)}") from exc
         if not durable and not self.allow_volatile:
-            raise StoreUnavailable(
+            raise ValueError(
                 f"redis at {self._where()} does not persist every write ({described}): a "
                 "restart would forget which rounds ran, and they would run again. Set "
                 "appendonly yes (in redis.conf, or CONFIG SET appendonly yes), or accept "
