@@ -29,7 +29,9 @@ TARGET is a Server, a Dispatcher, an ASGI app (e.g. an McpApp) or a zero-argumen
 returning one. requestState keys come from MRTR_STATE_KEYS (comma-separated, newest first).
 Without it, one process on a loopback address (or --stdio) keeps its key in
 $XDG_STATE_HOME/mrtr/requeststate.key (~/.local/state/...), mode 0600, so a restart keeps
-forms in progress alive; --ephemeral-key or MRTR_EPHEMERAL_KEY=1 uses a fresh key instead.
+forms in progress alive, and its exactly-once store beside it (store-<fingerprint>.db), so a
+restart does not run a finished round again; --ephemeral-key or MRTR_EPHEMERAL_KEY=1 uses a
+fresh key (and a store deleted at exit) instead.
 """
 
 _KEYS_EXAMPLES = """\
