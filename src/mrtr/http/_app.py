@@ -300,8 +300,9 @@ def warn_unshared_store(dispatcher: Dispatcher, log: logging.Logger) -> None:
         return
     log.warning("this process was started by another (workers or a reloader) and its store is "
                 "%s: if it is one of several workers, a round replayed to another one runs "
-                "again and its tasks are its own: give every worker one store (MRTR_STORE="
-                "sqlite:///path on one machine, redis://host across machines)",
+                "again and its tasks are its own: give every worker one store, sqlite:///path "
+                "on one machine or redis://host across machines (MRTR_STORE for mrtr serve and "
+                "http_app(), Dispatcher(store=...) by hand)",
                 "in memory" if store is not None else "none")
 
 
