@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -170,7 +171,8 @@ def test_25_shared_keys_without_a_store_are_warned_about(
     from mrtr.serving._stores import KeyOrigin
 
     monkeypatch.delenv("MRTR_STORE", raising=False)
-    with run_store(None, workers=4, origin=KeyOrigin(shared=True)) as url:
+    with caplog.at_level(logging.WARNING, "mrtr.serve"), \
+            run_store(None, workers=4, origin=KeyOrigin(shared=True)) as url:
         assert url.startswith("sqlite:///")
     assert "MRTR_STATE_KEYS outlive this run but its store does not" in caplog.text
 
@@ -198,7 +200,8 @@ def test_25_http_app_store_none_and_a_warning_for_shared_keys(
     from tests.transports import apps
 
     assert http_app(apps.app, environ={"MRTR_STORE": "none"}).dispatcher.store is None
-    mcp = http_app(apps.app, environ={"MRTR_STATE_KEYS": generate_key()})
+    with caplog.at_level(logging.WARNING, "mrtr.serve"):
+        mcp = http_app(apps.app, environ={"MRTR_STATE_KEYS": generate_key()})
     assert isinstance(mcp.dispatcher.store, MemoryStore)
     assert "MRTR_STATE_KEYS without MRTR_STORE: this app's store is in memory" in caplog.text
 
@@ -207,7 +210,7 @@ def test_25_an_unreachable_redis_at_start_up_is_warned_about_not_refused(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     url = f"redis://127.0.0.1:{free_port()}/0"
-    with run_store(url, workers=2) as chosen:
+    with caplog.at_level(logging.WARNING, "mrtr.serve"), run_store(url, workers=2) as chosen:
         assert chosen == url
     assert "cannot check the redis store now (checking persistence: " in caplog.text
 
