@@ -136,13 +136,15 @@ def _check(argv: list[str], what: str, timeout: float) -> None:
 
 def targets_spec(
     shared_targets: dict[str, Any], mrtr: Path, base: Path | None = None,
-    redis_url: str = "redis://127.0.0.1:6379/0",
+    redis_url: str = "redis://127.0.0.1:6379/0", state: Path | None = None,
 ) -> dict[str, Any]:
     """The targets file: the SDK and floor entries as they are, plus mrtr served by `mrtr`.
 
     With `base` (an exported older checkout), also `mrtr-base`: the same command serving that
     checkout's code, so before and after are measured side by side in one run. `mrtr-redis`
-    serves with the store at `redis_url`.
+    serves with the store at `redis_url`. With `state`, each mrtr target keeps its key file
+    (and the default store beside it) in `state/<target>`: fresh for every run and target,
+    never the user's own.
     """
     spec: dict[str, Any] = {"_doc": "written by benchmarks/run.py from the shared targets.json"}
     spec.update({name: shared_targets[name] for name in COPIED if name in shared_targets})
@@ -172,6 +174,10 @@ def targets_spec(
     if base is not None:
         spec[BASE] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, baseline checkout",
                       "env": {"PYTHONPATH": f"{base / 'src'}{os.pathsep}{base}"}}
+    if state is not None:
+        for name in [n for n in spec if n.startswith("mrtr")]:
+            spec[name] = {**spec[name], "env": {**spec[name].get("env", {}),
+                                                "XDG_STATE_HOME": str(state / name)}}
     return spec
 
 
@@ -268,15 +274,16 @@ def free_port() -> int:
 
 
 def start_redis(port: int, out: Path, core: str) -> subprocess.Popen[bytes]:
-    """A redis-server for `mrtr-redis` on 127.0.0.1:`port` (no persistence), pinned beside the
-    servers; Abort when it is not installed or does not answer PING within 10 s."""
+    """A redis-server for `mrtr-redis` on 127.0.0.1:`port`, pinned beside the servers, with an
+    append-only file (fsync every second: RedisStore refuses a Redis that does not persist every
+    write); Abort when it is not installed or does not answer PING within 10 s."""
     server = shutil.which("redis-server") or next(
         (p for p in ("/usr/bin/redis-server", "/usr/sbin/redis-server") if Path(p).is_file()),
         None)
     if server is None:
         raise Abort(f"benchmarks: {REDIS} needs redis-server (apt-get install redis-server)")
     argv = [server, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly",
-            "no", "--dir", str(out)]
+            "yes", "--dir", str(out)]
     if core != "none" and shutil.which("taskset"):
         argv = ["taskset", "-c", core, *argv]
     with (out / "redis.log").open("wb") as log:
@@ -324,7 +331,7 @@ def prepare(a: argparse.Namespace) -> Setup:
     base = export_baseline(a.baseline, out) if a.baseline else None
     redis_port = free_port()
     spec = targets_spec(json.loads((shared / "targets.json").read_text()), mrtr, base,
-                        redis_url=f"redis://127.0.0.1:{redis_port}/0")
+                        redis_url=f"redis://127.0.0.1:{redis_port}/0", state=out / "state")
     names = [n for n in a.only.split(",") if n]
     unknown = [n for n in names if n not in spec or n.startswith("_")]
     if unknown or not names:

@@ -1,8 +1,9 @@
 """Deploy a server as a plain ASGI app: shared keys from the environment, callers from a token.
 
-Run it under any ASGI server, with the same MRTR_STATE_KEYS in every process:
+Run it under any ASGI server, with the same MRTR_STATE_KEYS and MRTR_STORE in every process:
 
     export MRTR_STATE_KEYS=$(mrtr keys generate)
+    export MRTR_STORE=sqlite:///var/lib/mrtr/accounts.db   # one store every worker opens
     uvicorn examples.asgi_app:create_app --factory --port 8000 --workers 4
     mrtr serve examples/asgi_app.py:create_app --port 8000
 
@@ -18,6 +19,7 @@ from mrtr import Context, Server
 from mrtr.errors import Unauthorized
 from mrtr.http import McpApp
 from mrtr.server import Dispatcher, Sealer, parse_keys
+from mrtr.stores import MemoryStore, store_from_env
 
 app = Server("accounts", version="1.0.0")
 
@@ -49,13 +51,15 @@ async def authenticate(headers: Mapping[str, str]) -> str | None:
 
 
 def create_app() -> McpApp:
-    """The ASGI app; each worker process builds its own, all sealing with the same keys."""
+    """The ASGI app; each worker process builds its own, all sealing with the same keys and
+    recording rounds in the same store (without MRTR_STORE, in this process's memory only)."""
     text = os.environ.get("MRTR_STATE_KEYS")
     if not text:
         raise SystemExit("MRTR_STATE_KEYS is not set: export MRTR_STATE_KEYS=$(mrtr keys generate)")
     sealer = Sealer(keys=parse_keys(text), audience=app.name)
+    store = store_from_env(os.environ) or MemoryStore()
     return McpApp(
-        Dispatcher(app, sealer=sealer),
+        Dispatcher(app, sealer=sealer, store=store),
         allowed_hosts=["localhost", "127.0.0.1", "[::1]", "mcp.example.com"],
         authenticator=authenticate,
     )

@@ -62,7 +62,8 @@ ROWS = {
     "mrtr.client": row(*BASE, "mrtr.client.transports"),
     "mrtr.client.auth": row(*BASE, "mrtr.client", "mrtr.client.transports"),
     "mrtr.auth": row(*BASE, "mrtr.server"),  # the OAuth resource server: server and errors only
-    "mrtr.http": row(*BASE, *SERVER, "mrtr.auth"),  # thin server-side adapters
+    # thin server-side adapters; stores: the ASGI lifespan checks and closes the store it owns
+    "mrtr.http": row(*BASE, STORES, *SERVER, "mrtr.auth"),
     "mrtr.stdio": row(*BASE, *SERVER),
     "mrtr.serving": row(*BASE, STORES, *SERVER, "mrtr.auth", "mrtr.http", "mrtr.stdio"),
     # The top package (mrtr/__init__.py lazy names, the mrtr.Server facade in _app.py, the old

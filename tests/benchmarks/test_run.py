@@ -86,6 +86,18 @@ def test_baseline_target_serves_the_exported_checkout(tmp_path: Path) -> None:
     assert "mrtr-base" not in targets_spec({}, Path("/x/.venv/bin/mrtr"))
 
 
+def test_each_mrtr_target_keeps_its_key_and_default_store_in_a_state_folder_of_its_own(
+    tmp_path: Path,
+) -> None:
+    spec = targets_spec({"sdk": {"cmd": "sdk"}}, Path("/x/.venv/bin/mrtr"), tmp_path / "b",
+                        state=tmp_path / "state")
+    homes = {name: entry["env"]["XDG_STATE_HOME"] for name, entry in spec.items()
+             if name.startswith("mrtr")}
+    assert homes["mrtr"] == str(tmp_path / "state" / "mrtr")
+    assert len(set(homes.values())) == len(homes) and "mrtr-base" in homes
+    assert spec["mrtr"]["env"]["PYTHONPATH"] == str(REPO) and "env" not in spec["sdk"]
+
+
 def test_export_baseline_unpacks_the_ref_and_refuses_unknown_refs(tmp_path: Path) -> None:
     if not (REPO / ".git").exists():
         pytest.skip("not a git checkout: nothing to export")

@@ -6,7 +6,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -22,14 +22,18 @@ def free_port() -> int:
         return port
 
 
-def start_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Start redis-server (no persistence) and wait until it accepts connections."""
+def start_redis(tmp: Path, *, durable: bool = True, port: int | None = None,
+                extra: Sequence[str] = ()) -> tuple[subprocess.Popen[bytes], str]:
+    """Start redis-server and wait until it accepts connections. `durable`: an append-only
+    file (what RedisStore requires); else no persistence at all, as a bare container runs it.
+    `extra` arguments go last (they win)."""
     assert REDIS_SERVER is not None
-    port = free_port()
-    with (tmp / "redis.log").open("wb") as log:
+    port = port or free_port()
+    persistence = ["--appendonly", "yes"] if durable else ["--appendonly", "no"]
+    with (tmp / "redis.log").open("ab") as log:
         process = subprocess.Popen(
             [REDIS_SERVER, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-             "--appendonly", "no", "--dir", str(tmp)],
+             *persistence, "--dir", str(tmp), *extra],
             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

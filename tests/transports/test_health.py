@@ -32,7 +32,7 @@ def test_readyz_checks_keys_and_store() -> None:
 
 
 def test_readyz_without_a_store_is_ready() -> None:
-    response = run(get(McpApp(Dispatcher(apps.app)), "/readyz"))
+    response = run(get(McpApp(Dispatcher(apps.app, store=None)), "/readyz"))
     assert response.status_code == 200
     assert response.json()["checks"] == {"keys": "ok", "store": "none"}
 

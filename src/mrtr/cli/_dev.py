@@ -3,8 +3,9 @@
 # Design: uvicorn's reloader (watchfiles, from uvicorn[standard]) binds the socket in this process
 # and runs the app in a child that it restarts on every change, so the child builds the app by
 # name (`dev_app`) from environment variables set here, as `mrtr serve --workers` does. One key
-# (MRTR_STATE_KEYS, else the per-user key file, else one made for this run) and one private
-# SQLite store serve every restart: a form in progress survives a reload.
+# (MRTR_STATE_KEYS, else the per-user key file, else one made for this run) and one store, the
+# one mrtr.serving._stores picks for that key, serve every restart: a form in progress survives
+# a reload.
 from __future__ import annotations
 
 import argparse
@@ -13,6 +14,10 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mrtr.serving._stores import KeyOrigin
 
 __all__ = ["dev_app", "register"]
 
@@ -69,41 +74,55 @@ def _run_dev(args: argparse.Namespace) -> int:
     logging.getLogger("watchfiles").setLevel(logging.WARNING)  # one line per change is enough
     os.environ.update({_TARGET_ENV: target, _PATH_ENV: args.path,
                        _LEVEL_ENV: args.log_level.upper()})
-    _share_key()
-    return _serve(args, obj, [str(Path(d).resolve()) for d in dirs])
+    origin = _share_key()
+    try:
+        return _serve(args, obj, [str(Path(d).resolve()) for d in dirs], origin)
+    except ValueError as exc:  # the store: an unknown URL, a Redis that does not persist
+        print(f"mrtr dev: {exc}", file=sys.stderr)
+        return 2
 
 
-def _share_key() -> None:
+def _share_key() -> KeyOrigin:
+    """Put this run's key in MRTR_STATE_KEYS for every child; say where it came from."""
     from mrtr.server import generate_key
     from mrtr.serving._keyfile import default_key_file, read_or_create_key
+    from mrtr.serving._stores import EPHEMERAL, KeyOrigin
     from mrtr.serving._target import KEYS_ENV
 
     if os.environ.get(KEYS_ENV):
-        return
+        return KeyOrigin(shared=True)
     ephemeral = os.environ.get("MRTR_EPHEMERAL_KEY", "") not in ("", "0")
     path = None if ephemeral else default_key_file(os.environ)
+    origin = EPHEMERAL
     try:
-        key = read_or_create_key(path).hex() if path is not None else generate_key()
+        if path is not None:
+            raw = read_or_create_key(path)
+            origin = KeyOrigin(key_file=path, key=raw)
+            key = raw.hex()
+        else:
+            key = generate_key()
     except (OSError, ValueError) as exc:
         logging.getLogger("mrtr.dev").warning("cannot use the key file (%s): a key for this "
                                               "run only", exc)
         key = generate_key()
     os.environ[KEYS_ENV] = key  # every restarted child seals and opens with it
+    return origin
 
 
-def _serve(args: argparse.Namespace, obj: object, dirs: list[str]) -> int:
+def _serve(args: argparse.Namespace, obj: object, dirs: list[str], origin: KeyOrigin) -> int:
     import uvicorn
     from uvicorn.supervisors import ChangeReload
 
-    from mrtr.serving._stores import store_url
+    from mrtr.serving._serve import served_name
+    from mrtr.serving._stores import run_store
     from mrtr.stores import ENV_STORE
 
     config = uvicorn.Config("mrtr.cli._dev:dev_app", factory=True, host=args.host,
                             port=args.port, reload=True, reload_dirs=dirs,
                             log_level=args.log_level, access_log=False, lifespan="on")
-    with store_url(None, workers=2) as url:  # "2": the store must outlive each child
-        if url is not None:
-            os.environ[ENV_STORE] = url
+    # One process at a time: the store, made here in the parent, outlives each child.
+    with run_store(None, workers=1, origin=origin, name=served_name(obj)) as url:
+        os.environ[ENV_STORE] = url
         sock = config.bind_socket()
         host = f"[{args.host}]" if ":" in args.host else args.host
         endpoint = f"http://{host}:{sock.getsockname()[1]}{args.path}"
@@ -150,4 +169,6 @@ def dev_app() -> object:
     if isinstance(obj, Server | Dispatcher):
         dispatcher = with_keys(obj, parse_keys(env[KEYS_ENV]))
         return McpApp(with_store(dispatcher, env.get(ENV_STORE) or None), path=env[_PATH_ENV])
+    if isinstance(obj, McpApp):
+        obj.dispatcher = with_store(obj.dispatcher, env.get(ENV_STORE) or None)
     return obj

@@ -29,7 +29,9 @@ TARGET is a Server, a Dispatcher, an ASGI app (e.g. an McpApp) or a zero-argumen
 returning one. requestState keys come from MRTR_STATE_KEYS (comma-separated, newest first).
 Without it, one process on a loopback address (or --stdio) keeps its key in
 $XDG_STATE_HOME/mrtr/requeststate.key (~/.local/state/...), mode 0600, so a restart keeps
-forms in progress alive; --ephemeral-key or MRTR_EPHEMERAL_KEY=1 uses a fresh key instead.
+forms in progress alive, and its exactly-once store beside it (store-<fingerprint>.db), so a
+restart does not run a finished round again; --ephemeral-key or MRTR_EPHEMERAL_KEY=1 uses a
+fresh key (and a store deleted at exit) instead.
 """
 
 _KEYS_EXAMPLES = """\
@@ -56,8 +58,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="serve stdin/stdout instead of HTTP (the HTTP options do not apply)")
     serve.add_argument("--store", default=None, metavar="URL",
                        help="where rounds and ctx.once are recorded for exactly-once: "
-                       "sqlite:///path, redis://host:port/db, memory: or none (default "
-                       "MRTR_STORE, else a private SQLite file for this run)")
+                       "sqlite:///path, redis://host:port/db (durable: appendonly yes, or "
+                       "?allow_volatile=1), memory: or none (default MRTR_STORE, else a SQLite "
+                       "file beside the key file, or a private one for this run's own key)")
+    serve.add_argument("--allow-unshared-store", action="store_true",
+                       help="serve --workers N with --store none or memory: anyway (each "
+                       "worker then keeps its own records and tasks)")
     serve.add_argument("--log-level", default="info",
                        choices=["critical", "error", "warning", "info", "debug"])
     serve.add_argument("--log-format", default="text", choices=["text", "json"],
@@ -134,6 +140,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             log_format=args.log_format,
             access_log=args.access_log,
             auth=_auth_settings(args),
+            allow_unshared_store=args.allow_unshared_store,
         )
     except (ValueError, ImportError, AttributeError) as exc:
         print(f"mrtr serve: {_flagged(exc)}", file=sys.stderr)

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -37,12 +38,14 @@ from mrtr.server._failures import (
     too_large,
     unsupported_media_type,
 )
+from mrtr.stores import MemoryStore
+from mrtr.stores._redis import ready
 
 if TYPE_CHECKING:
     from mrtr.server import MemoryTransport
 
 __all__ = ["ASGIReceive", "ASGIScope", "ASGISend", "Authenticator", "AuthUnavailable", "Forbidden",
-           "McpApp", "ProtectedResource", "Unauthorized"]
+           "McpApp", "ProtectedResource", "Unauthorized", "warn_unshared_store"]
 
 ASGIScope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -146,9 +149,14 @@ class McpApp:
     async def lifespan(self, app: object = None) -> AsyncIterator[None]:
         """Run the app's start-up and shutdown: `FastAPI(lifespan=mcp.lifespan)`.
 
-        At shutdown it closes the Dispatcher's store if the app owns it (`owns_store`).
+        At start-up it checks the store (raises ValueError, naming the setting, for one that
+        refuses to serve: a Redis that does not persist every write) and warns when this process
+        looks like one of several workers with a store of its own; at shutdown it closes the
+        Dispatcher's store if the app owns it (`owns_store`).
         """
         try:
+            await ready(self.dispatcher.store)
+            warn_unshared_store(self.dispatcher, self.log)
             yield
         finally:
             store = self.dispatcher.store
@@ -160,7 +168,13 @@ class McpApp:
         message = await receive()
         if message["type"] != "lifespan.startup":
             return
-        async with self.lifespan():
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                await stack.enter_async_context(self.lifespan())
+            except ValueError as exc:
+                self.log.error("the store refuses to serve: %s", exc)
+                await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                return
             await send({"type": "lifespan.startup.complete"})
             while (await receive())["type"] != "lifespan.shutdown":
                 pass
@@ -317,6 +331,25 @@ class McpApp:
                 # The usual case is one message holding the whole body: no join, no copy.
                 return b"".join((*chunks, chunk)) if chunks else chunk
             chunks.append(chunk)
+
+
+def warn_unshared_store(dispatcher: Dispatcher, log: logging.Logger) -> None:
+    """Warn at start-up when this process is likely one of several workers (its parent is a
+    Python process manager: uvicorn or hypercorn --workers or --reload, gunicorn) and its store is
+    its own (in memory, or none): a replay that reaches another worker would run again."""
+    import multiprocessing  # only here: a plain import of the app does not pay for it
+
+    store = dispatcher.store
+    if store is not None and not isinstance(store, MemoryStore):
+        return
+    if multiprocessing.parent_process() is None and "gunicorn" not in sys.modules:
+        return
+    log.warning("this process was started by another (workers or a reloader) and its store is "
+                "%s: if it is one of several workers, a round replayed to another one runs "
+                "again and its tasks are its own: give every worker one store, sqlite:///path "
+                "on one machine or redis://host across machines (MRTR_STORE for mrtr serve and "
+                "http_app(), Dispatcher(store=...) by hand)",
+                "in memory" if store is not None else "none")
 
 
 def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:

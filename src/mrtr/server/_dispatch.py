@@ -8,9 +8,10 @@
 # silent hang.
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from mrtr.errors import MethodNotFound, ProtocolError
 from mrtr.protocol import (
@@ -55,6 +56,12 @@ if TYPE_CHECKING:
 
 __all__ = ["Dispatcher", "Reply"]
 
+
+class _Default(enum.Enum):
+    OWN = "own"  # Dispatcher(store=...) not given: a MemoryStore of its own
+    KEEP = "keep"  # Dispatcher.replace(store=...) not given: the same choice as before
+
+
 Message = Any  # a decoded ClientRequest or ClientNotification Struct
 
 # The server capability each method needs (None: always served), and the params attribute
@@ -81,10 +88,12 @@ class Dispatcher:
         sealer: Sealer | None = None,
         max_rounds: int = 16,
         logger: logging.Logger | None = None,
-        store: Store | None = None,
+        store: Store | None | Literal[_Default.OWN] = _Default.OWN,
         tasks: TaskPolicy | None = None,
         telemetry: ServerTelemetry | None = None,
     ) -> None:
+        """`store` defaults to a MemoryStore of this Dispatcher's own (exactly-once in this
+        process); None turns exactly-once off (a replayed round runs again)."""
         self.server = server
         self.max_rounds = max_rounds
         self.log = logger or logging.getLogger("mrtr.server")
@@ -94,8 +103,15 @@ class Dispatcher:
         meta = {SERVER_INFO_KEY: {"name": server.name, "version": server.version}}
         self.result_meta = meta
         # Design: with a store every round is single-use and ctx.once runs once per flow across
-        # processes (_ledger.py); None keeps rounds replayable at no cost (one process, tests).
-        self.store = store
+        # processes (_ledger.py). A Dispatcher built by hand gets a MemoryStore: exactly-once in
+        # its process, never a silent re-run; `store_given` lets the process runner
+        # (mrtr.serving._stores) swap that default for the store every process shares. None
+        # keeps rounds replayable at no cost, when asked for.
+        self.store_given = store is not _Default.OWN
+        if store is _Default.OWN:
+            store = MemoryStore()
+        self.store: Store | None = store
+        self._tasks = tasks
         # ServerTelemetry (docs/operations.md): OpenTelemetry's global providers unless given.
         self.telemetry = telemetry if telemetry is not None else ServerTelemetry()
         self._traced = self.telemetry.enabled  # False: OpenTelemetry is not even installed
@@ -126,6 +142,15 @@ class Dispatcher:
             "tasks/cancel": task_methods.cancel,
             "subscriptions/listen": TaskListener(task_methods).listen,
         }
+
+    def replace(self, *, sealer: Sealer | None = None,
+                store: Store | None | Literal[_Default.KEEP] = _Default.KEEP) -> Dispatcher:
+        """A Dispatcher like this one with another `sealer` and/or `store` (None: no store)."""
+        chosen: Store | None | Literal[_Default.OWN] = store if store is not _Default.KEEP else (
+            self.store if self.store_given else _Default.OWN)
+        return Dispatcher(self.server, sealer=sealer if sealer is not None else self.sealer,
+                          max_rounds=self.max_rounds, logger=self.log, store=chosen,
+                          tasks=self._tasks, telemetry=self.telemetry)
 
     # -- transport-facing ----------------------------------------------------------------------
     def in_process_transport(self, *, principal: str | None = None) -> MemoryTransport:

@@ -5,11 +5,12 @@ The server core never imports the process runner (docs/architecture.md): `mrtr.S
 """
 
 # Design: run() goes through the same code as `mrtr serve` (keys from MRTR_STATE_KEYS or the
-# per-user key file, a private SQLite store for the run, uvicorn settings), so the two cannot
+# per-user key file, the store _stores.py picks for them, uvicorn settings), so the two cannot
 # drift. http_app() is for an app someone else serves (uvicorn, a FastAPI mount): it cannot know
 # the bind address, so without MRTR_STATE_KEYS it seals with an ephemeral key (the rule for any
-# process not started by `mrtr serve`), and without MRTR_STORE its store is in memory. The app
-# owns that store (`owns_store`) and closes it in the ASGI lifespan.
+# process not started by `mrtr serve`), and without MRTR_STORE its store is in memory
+# (_stores.app_store). The app owns that store (`owns_store`): the McpApp lifespan checks it at
+# start-up (a Redis must persist every write) and closes it at shutdown.
 from __future__ import annotations
 
 import logging
@@ -19,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from mrtr.http._app import Authenticator, McpApp
-from mrtr.server import Dispatcher, Server, parse_keys
+from mrtr.server import Server, parse_keys
 from mrtr.serving._keyfile import default_key_file
+from mrtr.serving._stores import app_store
 from mrtr.serving._target import KEYS_ENV, with_keys
-from mrtr.stores import MemoryStore, store_from_env
 
 __all__ = ["EPHEMERAL_ENV", "http_app", "run"]
 
@@ -39,7 +40,8 @@ def http_app(
     authenticator: Authenticator | None = None,
     environ: Mapping[str, str] = os.environ,
 ) -> McpApp:
-    """The ASGI app serving `server` on `path`; keys from MRTR_STATE_KEYS, store from MRTR_STORE.
+    """The ASGI app serving `server` on `path`; keys from MRTR_STATE_KEYS, store from MRTR_STORE
+    (else a MemoryStore; "none": no store).
 
     The app owns the store: its ASGI lifespan (or `lifespan`, for a parent app) closes it.
 
@@ -49,8 +51,7 @@ def http_app(
         raise ValueError(f"path must start with '/', got {path!r}")
     text = environ.get(KEYS_ENV, "")
     dispatcher = with_keys(server, parse_keys(text) if text else None)
-    store = store_from_env(environ) or MemoryStore()
-    dispatcher = Dispatcher(server, sealer=dispatcher.sealer, store=store)
+    dispatcher = dispatcher.replace(store=app_store(environ))
     return McpApp(dispatcher, path=path, allowed_hosts=allowed_hosts,
                   allowed_origins=allowed_origins, authenticator=authenticator, owns_store=True)
 

@@ -24,7 +24,7 @@ from mrtr.http._hosts import LOOPBACK
 from mrtr.server import Dispatcher, Server, generate_key, parse_keys
 from mrtr.serving._keyfile import read_or_create_key
 from mrtr.serving._logging import log_config
-from mrtr.serving._stores import store_url, with_store
+from mrtr.serving._stores import EPHEMERAL, KeyOrigin, run_store, with_store
 from mrtr.serving._target import (
     KEYS_ENV,
     ASGIApp,
@@ -77,6 +77,7 @@ def serve(
     log_format: str = "text",
     access_log: bool = False,
     auth: AuthSettings | None = None,
+    allow_unshared_store: bool = False,
 ) -> int:
     """Serve `target` (`module:attribute` or `file.py:attribute`) until SIGINT/SIGTERM or EOF.
 
@@ -85,8 +86,10 @@ def serve(
     names and `host` are accepted in Host and Origin on any port, plus `allowed_hosts` (`name`
     or `name:port`). `port` 0 picks a free port. `ask_timeout` (seconds) bounds each wait
     for a 2025 session client's answer to a server request. `store` is a store URL (default
-    MRTR_STORE, else a SQLite file in a private temp directory shared by the workers; "none": no
-    store). `loaded` is the Server `target` names, when the caller holds it (`Server.run`).
+    MRTR_STORE, else a SQLite file beside the key file, or in a private temp directory shared by
+    the workers for a key made for this run; "none": no store); "none" and "memory:" with
+    several workers need `allow_unshared_store`. `loaded` is the Server `target` names, when
+    the caller holds it (`Server.run`).
     `log_format` is "text" or "json" (one object per line, docs/operations.md); `access_log`
     adds uvicorn's line per HTTP request. `auth` makes the HTTP endpoint an OAuth resource
     server (docs/auth.md). Returns the process exit status. Raises ValueError for a bad
@@ -99,22 +102,20 @@ def serve(
     _import_path()
     # fail early: before keys, sockets or worker processes
     obj = loaded if loaded is not None else load_target(target)
-    with store_url(store, workers) as url:
+    keys, origin = _run_keys(keys, key_file, local=workers == 1 and (stdio or _is_loopback(host)))
+    with run_store(store, workers=workers, origin=origin, name=served_name(obj),
+                   allow_unshared=allow_unshared_store) as url:
         return _serve(target, obj, host=host, port=port, workers=workers, path=path,
-                      stdio=stdio, keys=keys, key_file=key_file, allowed_hosts=allowed_hosts,
+                      stdio=stdio, keys=keys, allowed_hosts=allowed_hosts,
                       expose_worker=expose_worker, logs=logs,
                       ask_timeout=ask_timeout, store=url, auth=auth)
 
 
 def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: int,
            workers: int, path: str, stdio: bool, keys: Sequence[bytes] | None,
-           key_file: Path | None, allowed_hosts: Sequence[str] | None, expose_worker: bool,
-           logs: dict[str, Any], ask_timeout: float, store: str | None,
+           allowed_hosts: Sequence[str] | None, expose_worker: bool,
+           logs: dict[str, Any], ask_timeout: float, store: str,
            auth: AuthSettings | None = None) -> int:
-    if keys is None and os.environ.get(KEYS_ENV):
-        keys = parse_keys(os.environ[KEYS_ENV])
-    if keys is None and key_file is not None and workers == 1 and (stdio or _is_loopback(host)):
-        keys = _file_keys(key_file)
     if stdio:
         asyncio.run(serve_stdio(with_store(_dispatcher(target, obj, keys), store),
                                 ask_timeout=ask_timeout))
@@ -132,9 +133,8 @@ def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: 
     if workers > 1:
         os.environ[_ASK_TIMEOUT_ENV] = repr(ask_timeout)  # read by each worker's _worker_app
         os.environ[_AUTH_ENV] = auth.to_json() if auth is not None else ""
-        saved = os.environ.pop(ENV_STORE, None)
-        if store is not None:
-            os.environ[ENV_STORE] = store  # like the key: every worker opens the same store
+        saved = os.environ.get(ENV_STORE)
+        os.environ[ENV_STORE] = store  # like the key: every worker opens the same store
         try:
             return _serve_workers(target, host, port, workers, path, keys, hosts,
                                   expose_worker, logs, shown)
@@ -173,15 +173,33 @@ def _check_settings(port: int, workers: int, path: str, ask_timeout: float) -> N
         raise ValueError(f"ask-timeout must be a positive number of seconds, got {ask_timeout}")
 
 
-def _file_keys(key_file: Path) -> list[bytes] | None:
+def _run_keys(keys: Sequence[bytes] | None, key_file: Path | None, *,
+              local: bool) -> tuple[Sequence[bytes] | None, KeyOrigin]:
+    """This run's keys (given, MRTR_STATE_KEYS, else a single local process's key file) and
+    where they come from; (None, EPHEMERAL) when the run makes its own."""
+    if keys is None and os.environ.get(KEYS_ENV):
+        keys = parse_keys(os.environ[KEYS_ENV])
+    if keys is not None:
+        return keys, KeyOrigin(shared=True)
+    if key_file is None or not local:
+        return None, EPHEMERAL
     try:
         key = read_or_create_key(key_file)
     except (OSError, ValueError) as exc:
         log.warning("cannot use the key file (%s): this run's requestState key is ephemeral", exc)
-        return None
+        return None, EPHEMERAL
     log.info("requestState key kept in %s: flows survive a restart of this local server "
              "(--ephemeral-key: a fresh key per run)", key_file)
-    return [key]
+    return [key], KeyOrigin(key_file=key_file, key=key)
+
+
+def served_name(obj: object) -> str | None:
+    """The name of the Server behind `obj` (None for a foreign ASGI app)."""
+    if isinstance(obj, McpApp):
+        obj = obj.dispatcher
+    if isinstance(obj, Dispatcher):
+        return obj.server.name
+    return obj.name if isinstance(obj, Server) else None
 
 
 def _dispatcher(target: str, obj: Server | Dispatcher | ASGIApp,
@@ -202,6 +220,7 @@ def _app(obj: Server | Dispatcher | ASGIApp, keys: Sequence[bytes] | None,
          path: str, hosts: Sequence[str], expose_worker: bool,
          ask_timeout: float = ASK_TIMEOUT, store: str | None = None,
          auth: AuthSettings | None = None) -> McpApp | ASGIApp:
+    """The app one process serves: `obj` sealing with `keys`, with the store at `store`."""
     if isinstance(obj, Server | Dispatcher):
         guard = None
         if auth is not None:

@@ -250,7 +250,6 @@ def _rekeyed(dispatcher: Dispatcher, keys: Sequence[bytes]) -> Dispatcher:
     except InvalidRequestState:
         log.info("serving %r with this run's keys (%s or the key file) instead of its "
                  "Dispatcher's own key", server.name, KEYS_ENV)
-        sealer = Sealer(keys=list(keys), audience=server.name)
-        return Dispatcher(server, sealer=sealer, max_rounds=dispatcher.max_rounds,
-                          logger=dispatcher.log, telemetry=dispatcher.telemetry)
+        # replace() keeps the Dispatcher's store (or its choice of none) and its task policy.
+        return dispatcher.replace(sealer=Sealer(keys=list(keys), audience=server.name))
     return dispatcher  # it already seals with these keys: keep its own settings

@@ -7,18 +7,31 @@
 # deadline (this process's clock, as every deadline here); admit is one script that drops the
 # lapsed members, counts and adds. Every command is bounded by socket timeouts plus
 # asyncio.timeout; any failure is StoreUnavailable.
+# Durable only: a record lost in a Redis restart lets a finished round run again, so before its
+# first command the store checks that Redis persists every write (appendonly yes: CONFIG GET,
+# else INFO persistence where a managed Redis hides CONFIG) and refuses otherwise, naming the
+# setting; `allow_volatile=1` in the URL (or the keyword) is the operator's explicit opt-in.
+# The check runs once per store, not per command (one flag test on the hot path).
 from __future__ import annotations
 
 import asyncio
+import inspect
+import logging
 import time
-from collections.abc import Awaitable, Callable
+import urllib.parse
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus, StoreUnavailable
+from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus, Store, StoreUnavailable
 
-__all__ = ["RedisStore"]
+__all__ = ["RedisStore", "ready"]
+
+log = logging.getLogger("mrtr.serve")
 
 T = TypeVar("T")
+OPT_IN = "allow_volatile"  # the URL parameter: accept a Redis that may lose records
+_YES = ("1", "true", "yes", "on")
+_NO = ("0", "false", "no", "off")
 _CLAIM = """
 local v = redis.call('GET', KEYS[1])
 if v then return v end
@@ -64,7 +77,12 @@ return tonumber(redis.call('GET', KEYS[1]) or '0')
 
 
 class RedisStore:
-    """A Store in Redis at `url` (redis://, rediss://, unix://)."""
+    """A Store in Redis at `url` (redis://, rediss://, unix://).
+
+    Refuses (StoreUnavailable, on its first command or `check()`) a Redis that does not persist
+    every write, unless `allow_volatile` (or `allow_volatile=1` in the URL's query) accepts it.
+    Raises ValueError for a malformed `allow_volatile` value in the URL.
+    """
 
     def __init__(
         self,
@@ -73,14 +91,20 @@ class RedisStore:
         prefix: str = "mrtr:",
         timeout: float = 2.0,
         clock: Callable[[], float] = time.time,
+        allow_volatile: bool = False,
     ) -> None:
         try:
             import redis.asyncio as redis
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise ImportError("RedisStore needs redis-py: pip install 'mrtr[redis]'") from exc
+        plain, volatile = split_opt_in(url)
+        self.allow_volatile = allow_volatile or volatile
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self._refused: type[BaseException] = redis.ResponseError
         self._redis: Any = redis.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout)
+            plain, socket_timeout=timeout, socket_connect_timeout=timeout)
+        self._unchecked = not self.allow_volatile
+        self._checking = asyncio.Lock()
         self._claim = self._redis.register_script(_CLAIM)
         self._release = self._redis.register_script(_RELEASE)
         self._renew = self._redis.register_script(_RENEW)
@@ -93,6 +117,8 @@ class RedisStore:
         self.url = url
 
     async def _call(self, what: str, awaitable: Awaitable[T]) -> T:
+        if self._unchecked:
+            await self._first_check(what, awaitable)
         try:
             async with asyncio.timeout(self._timeout):
                 return await awaitable
@@ -100,6 +126,67 @@ class RedisStore:
             raise StoreUnavailable(f"redis {what}: no answer in {self._timeout}s") from exc
         except self._errors as exc:
             raise StoreUnavailable(f"redis {what}: {exc!r}") from exc
+
+    async def _first_check(self, what: str, awaitable: Awaitable[object]) -> None:
+        try:
+            async with self._checking:
+                if self._unchecked:
+                    await self.check()
+        except BaseException as exc:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()  # never sent: the command must not run on a refused Redis
+            if isinstance(exc, StoreUnavailable | ValueError):
+                reason = exc.reason if isinstance(exc, StoreUnavailable) else str(exc)
+                raise StoreUnavailable(f"redis {what}: {reason}") from exc
+            raise
+
+    async def check(self) -> str:
+        """How this Redis persists writes, e.g. "appendonly yes, appendfsync everysec".
+
+        Raises StoreUnavailable when Redis does not answer; ValueError, unless volatile is
+        allowed, when it does not persist every write or hides its settings (naming them).
+        """
+        try:
+            async with asyncio.timeout(self._timeout):
+                durable, described = await self._persistence()
+        except TimeoutError as exc:
+            raise StoreUnavailable(f"checking persistence: no answer in {self._timeout}s") from exc
+        except self._errors as exc:
+            raise StoreUnavailable(f"checking persistence: {str(exc) or repr(exc)}") from exc
+        if not durable and not self.allow_volatile:
+            raise ValueError(
+                f"redis at {self._where()} does not persist every write ({described}): a "
+                "restart would forget which rounds ran, and they would run again. Set "
+                "appendonly yes (in redis.conf, or CONFIG SET appendonly yes), or accept "
+                f"losing records with {OPT_IN}=1 in the store URL")
+        self._unchecked = False
+        return described if durable else f"{described}; accepted by {OPT_IN}=1"
+
+    async def _persistence(self) -> tuple[bool, str]:
+        """(durable, description) from CONFIG GET, else INFO persistence."""
+        try:
+            found = {**_texts(await self._redis.config_get("append*")),
+                     **_texts(await self._redis.config_get("save"))}
+        except self._refused as config:
+            try:
+                info = await self._redis.info("persistence")
+            except self._refused as refused:
+                return False, (f"its persistence is unknown: CONFIG GET refused ({config}) "
+                               f"and INFO persistence refused ({refused})")
+            aof = str(info.get("aof_enabled", "0")) == "1"
+            return aof, f"aof_enabled:{int(aof)} in INFO persistence (CONFIG GET refused)"
+        if found.get("appendonly") == "yes":
+            return True, f"appendonly yes, appendfsync {found.get('appendfsync', '?')}"
+        save = found.get("save", "")
+        snapshots = (f"save {save!r} snapshots lose the writes since the last one" if save
+                     else "save is empty: no snapshots either")
+        return False, f"appendonly is {found.get('appendonly', '?')}; {snapshots}"
+
+    def _where(self) -> str:
+        options = self._redis.connection_pool.connection_kwargs
+        if "path" in options:
+            return str(options["path"])
+        return f"{options.get('host', '?')}:{options.get('port', '?')}"
 
     def _ms(self, expires: float) -> int:
         return max(1, int((expires - self._clock()) * 1000))
@@ -186,7 +273,50 @@ class RedisStore:
         await self._redis.aclose()
 
 
+def split_opt_in(url: str) -> tuple[str, bool]:
+    """`url` without its `allow_volatile` parameter, and whether that parameter says yes.
+
+    Raises ValueError for a value other than 1/0, true/false, yes/no, on/off.
+    """
+    base, _, text = url.partition("?")
+    query = urllib.parse.parse_qsl(text, keep_blank_values=True)
+    given = [value.lower() for name, value in query if name == OPT_IN]
+    if not given:
+        return url, False
+    if given[-1] not in _YES + _NO:
+        raise ValueError(f"{OPT_IN}={given[-1]!r} in the store URL: use 1 or 0")
+    rest = urllib.parse.urlencode([(n, v) for n, v in query if n != OPT_IN])
+    return f"{base}?{rest}" if rest else base, given[-1] in _YES
+
+
+def _texts(found: Mapping[Any, Any]) -> dict[str, str]:
+    return {_text(k): _text(v) for k, v in found.items()}
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _decode(value: bytes) -> Claim:
     if value[:1] == b"d":
         return Claim(ClaimStatus.DONE, bytes(value[1:]))
     return RUNNING
+
+
+async def ready(store: Store | None) -> None:
+    """Check at start-up what a store checks before its first command (a Redis's persistence).
+
+    Raises ValueError (the reason names the setting) for a store that refuses to serve. One
+    that does not answer yet is only warned about: it is checked again on first use.
+    """
+    if isinstance(store, RedisStore):
+        try:
+            described = await store.check()
+        except StoreUnavailable as exc:
+            log.warning("cannot check the redis store now (%s): it is checked again before its "
+                        "first command", exc.reason)
+            return
+        log.info("redis store: %s", described)
+        if store.allow_volatile:
+            log.warning("redis store accepted without durable persistence (allow_volatile=1): "
+                        "a Redis restart forgets which rounds ran, and they run again")
