@@ -107,7 +107,7 @@ class Exchange:
             reply = Reply(message.id, error=error)
         assert reply is not None
         if not self.streaming:
-            await self.respond(reply.http_status, reply.body)
+            await self.respond(reply.http_status, reply.body, reply.headers)
             return
         await self.send({"type": "http.response.body", "body": encode_sse_event(reply.body)})
 

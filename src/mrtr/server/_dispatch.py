@@ -35,7 +35,7 @@ from mrtr.protocol import (
     encode_result,
 )
 from mrtr.server._asks import Suspend
-from mrtr.server._failures import wire_error
+from mrtr.server._failures import retry_headers, wire_error
 from mrtr.server._ledger import Ledger
 from mrtr.server._listing import Lister
 from mrtr.server._peer import NotificationSink, Peer
@@ -100,6 +100,11 @@ class Reply:
     def http_status(self) -> int:
         return self.error.http_status if self.error is not None else 200
 
+    @property
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """HTTP headers the reply needs: `Retry-After` for a retryable error (503)."""
+        return retry_headers(self.error) if self.error is not None else []
+
 
 class Dispatcher:
     """Serves decoded requests for one Server with one Sealer."""
@@ -114,6 +119,7 @@ class Dispatcher:
         store: Store | None = None,
         tasks: TaskPolicy | None = None,
         telemetry: Telemetry | None = None,
+        lease: float = 30.0,
     ) -> None:
         self.server = server
         self.max_rounds = max_rounds
@@ -131,7 +137,9 @@ class Dispatcher:
         self._traced = self.telemetry.enabled  # False: OpenTelemetry is not even installed
         if store is not None and self.telemetry.recording():
             store = TimedStore(store, self.telemetry)  # latency and replays: an SDK is set up
-        ledger = Ledger(store, self.log) if store is not None else None
+        # `lease`: how long a claim outlives a process that died holding it (docs/deploy.md).
+        self.lease = lease
+        ledger = Ledger(store, self.log, lease=lease) if store is not None else None
         engine = RoundEngine(self.sealer, max_rounds=max_rounds, ledger=ledger)
         self._lister = Lister(server, meta)
         self._runner = Runner(server, engine, meta, self.log)

@@ -4,7 +4,9 @@
 # prompts, resources and every other method have no such field, so their failures are JSON-RPC
 # errors. Three kinds of exception, one rule each, whatever the method:
 # - ProtocolError: its code and message were chosen for the client; it goes out as it is, even
-#   from a tool (unknown names, InvalidRequestState, -32021 capability errors).
+#   from a tool (unknown names, InvalidRequestState, -32021 capability errors). So do the store's
+#   StoreUnavailable and the ledger's OutcomePending: retryable errors (HTTP 503, Retry-After),
+#   never an `isError` result a model would answer with a new call (a second effect).
 # - Declined and ArgumentsInvalid: the request cannot complete because of what the client (its
 #   user) sent or refused. The message is sent: as isError text in a tool, as -32602 elsewhere
 #   (JSON-RPC "invalid method parameters"; the spec uses -32602 for every client-caused refusal of
@@ -14,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+import math
 
 from mrtr.errors import InternalError, InvalidParams, ProtocolError
 from mrtr.protocol import CallToolResult
@@ -21,7 +24,7 @@ from mrtr.server._asks import Declined, Suspend
 from mrtr.server._results import ToolError, tool_error
 from mrtr.server._schema import ArgumentsInvalid
 
-__all__ = ["tool_failure", "wire_error"]
+__all__ = ["retry_headers", "tool_failure", "wire_error"]
 
 _REFUSALS = (Declined, ArgumentsInvalid)  # the client's doing: the message is sent
 
@@ -57,3 +60,11 @@ def wire_error(exc: BaseException, what: str, log: logging.Logger) -> ProtocolEr
         return InternalError()
     log.error("%s failed", what, exc_info=exc)
     return InternalError()
+
+
+def retry_headers(error: ProtocolError | None) -> list[tuple[bytes, bytes]]:
+    """The HTTP headers of an error reply: `Retry-After` (whole seconds) when it is retryable."""
+    after = error.retry_after if error is not None else None
+    if after is None:
+        return []
+    return [(b"retry-after", str(max(1, math.ceil(after))).encode())]

@@ -6,7 +6,8 @@
 # A lapsed lease counts as absent, so a process that died holding a claim frees it by itself.
 # Deadlines are absolute epoch seconds (the flow deadline); past it an entry is gone. Every
 # call is bounded by the store's timeout and raises StoreUnavailable instead of hanging: the
-# server fails closed (-32603, reason logged) rather than run anything twice.
+# server fails closed (-32603, HTTP 503 with Retry-After, reason logged) rather than run
+# anything twice.
 from __future__ import annotations
 
 import enum
@@ -48,7 +49,13 @@ RUNNING = Claim(ClaimStatus.RUNNING)
 
 
 class StoreUnavailable(InternalError):
-    """The store did not answer in time or failed: sent as the frozen -32603, reason logged."""
+    """The store did not answer in time or failed: sent as the frozen -32603, reason logged.
+
+    Retryable: HTTP 503 with `Retry-After` (nothing ran that a retry could repeat).
+    """
+
+    http_status = 503
+    retry_after = 1.0
 
     def __init__(self, reason: str) -> None:
         super().__init__()
