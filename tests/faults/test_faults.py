@@ -10,6 +10,7 @@ The numbers go to the terminal summary (tests/faults/conftest.py).
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,6 +117,40 @@ def test_25_sqlite_locked_by_another_process_while_flows_run(
         assert pending == {"before-claim": False, "after-claim": True, "inside-fn": True,
                            "after-fn": True, "after-record": True}, [f.answers for f in flows]
         assert "503 store unavailable" in flows[0].answers
+    except AssertionError:
+        print(replicas.logs())
+        raise
+
+
+def test_25_sigterm_after_a_disconnect_records_what_still_runs_before_exiting(
+    sqlite_replicas: Replicas, report: list[str],
+) -> None:
+    # Every client gives up on replica 0 after 0.5 s, leaving fn running there in the
+    # background; replica 0 is then stopped (SIGTERM). It finishes that work and records it
+    # before it exits (Dispatcher.drain in the ASGI lifespan), so no retry runs fn again.
+    replicas = sqlite_replicas
+    flows = flows_for("sigterm")
+
+    async def main() -> list[Flow]:
+        running = [asyncio.ensure_future(drive(
+            flow, hold=2.0, first_timeout=0.5, urls=lambda n: replicas.url(0 if n == 0 else 1)))
+            for flow in flows]
+        await marks_reached(replicas.folder, flows)
+        await asyncio.sleep(0.6)  # every first try timed out: the handlers were cancelled
+        replicas.processes[0].terminate()
+        exited = await asyncio.to_thread(replicas.processes[0].wait, 30)
+        await asyncio.to_thread(replicas.restart, 0)
+        assert exited in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it handled
+        return await asyncio.gather(*running)
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 120))
+    finally:
+        books(replicas.folder, flows)
+    report.append(summary("SIGTERM after a disconnect", "3 replicas, SQLite", flows))
+    try:
+        check(flows)  # fn ran once everywhere: inside-fn and after-fn were finished, not cut
+        assert [f.answers[0] for f in flows] == ["timeout"] * 5
     except AssertionError:
         print(replicas.logs())
         raise

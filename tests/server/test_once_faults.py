@@ -311,3 +311,26 @@ def test_25_store_unavailable_is_a_retryable_503() -> None:
     reply = Reply(4, error=error)
     assert (reply.http_status, reply.headers) == (503, [(b"retry-after", b"1")])
     assert decoded(reply)["error"] == {"code": -32603, "message": "Internal error"}
+
+
+def test_25_drain_waits_for_background_once_work_and_says_when_some_is_left(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    provider = Provider(answer_after=0.3)
+    store = MemoryStore()
+    dispatcher = dispatcher_for(provider, store)
+
+    async def main() -> list[object]:
+        params = await final_params(dispatcher, "INV-7")
+        await cancelled_inside_fn(dispatcher, params)  # fn goes on in the background
+        with caplog.at_level(logging.ERROR, logger="mrtr.server"):
+            short = await dispatcher.drain(0.01)
+        full = await dispatcher.drain(5)
+        keys = [k for k in store._entries if k.startswith("once:")]
+        return [short, full, await store.get(keys[0])]
+
+    short, full, recorded = asyncio.run(main())
+    assert (short, full) == (False, True)
+    assert recorded == Claim(ClaimStatus.DONE, b'"R-INV-7-1"')
+    assert "1 claims still held" in caplog.text
+    assert asyncio.run(Dispatcher(shop(provider)).drain()) is True  # no store: nothing to wait

@@ -131,7 +131,7 @@ class McpApp:
         if kind == "http":
             await self._http(scope, receive, send)
         elif kind == "lifespan":
-            await _lifespan(receive, send)
+            await _lifespan(receive, send, self)
         elif kind == "websocket":
             await receive()
             await send({"type": "websocket.close", "code": 1008})
@@ -285,12 +285,13 @@ class McpApp:
             chunks.append(chunk)
 
 
-async def _lifespan(receive: ASGIReceive, send: ASGISend) -> None:
+async def _lifespan(receive: ASGIReceive, send: ASGISend, app: McpApp) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            await app.dispatcher.drain()  # once work of requests that went away: recorded
             await send({"type": "lifespan.shutdown.complete"})
             return
 

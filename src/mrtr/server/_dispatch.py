@@ -140,6 +140,7 @@ class Dispatcher:
         # `lease`: how long a claim outlives a process that died holding it (docs/deploy.md).
         self.lease = lease
         ledger = Ledger(store, self.log, lease=lease) if store is not None else None
+        self._ledger = ledger
         engine = RoundEngine(self.sealer, max_rounds=max_rounds, ledger=ledger)
         self._lister = Lister(server, meta)
         self._runner = Runner(server, engine, meta, self.log)
@@ -239,6 +240,12 @@ class Dispatcher:
         if not hasattr(message, "id"):
             return None
         return await self.handle(message, peer, sink)
+
+    async def drain(self, timeout: float = 10.0) -> bool:
+        """Before the process stops: wait (up to `timeout` seconds) for `ctx.once` work still
+        running in the background for requests that went away, so that its outcome is recorded
+        rather than left to the lease (docs/deploy.md). True when nothing is left."""
+        return await self._ledger.drain(timeout) if self._ledger is not None else True
 
     # -- helpers -------------------------------------------------------------------------------
     def _check_headers(self, message: Message, headers: Mapping[str, str]) -> None:

@@ -35,7 +35,8 @@
 #   write, replays get the recorded outcome. Never a success a replay contradicts, never a rerun.
 # - The limit: a holder that dies (SIGKILL, power) lets its claim lapse, and a retry runs the
 #   work again: an effect keyed by ctx.idempotency_key (Store.add_once, a provider's key)
-#   stays exactly once.
+#   stays exactly once. A process that stops in order first drains its background work (drain,
+#   called by the transports at shutdown).
 from __future__ import annotations
 
 import asyncio
@@ -126,6 +127,19 @@ class Ledger:
         self._running[name] = task
         task.add_done_callback(lambda done: self._ran(name, done))
         return False, await asyncio.shield(task)
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the work this process still does in the background
+        (fns whose requests went away, outcomes written again); True when none is left."""
+        pending = {*self._running.values(), *self._doubt.values(), *self._background}
+        if not pending:
+            return True
+        _, left = await asyncio.wait(pending, timeout=timeout)
+        if left:
+            self._log.error("stopping with %d claims still held by work in progress: they "
+                            "lapse after the lease, and a retry then runs that work again",
+                            len(left))
+        return not left
 
     # -- steps -------------------------------------------------------------------------------------
     async def _claim(self, key: str, deadline: float) -> Claim:

@@ -56,6 +56,7 @@ class ServerApp(McpApp):
         try:
             yield
         finally:
+            await self.dispatcher.drain()  # once work still running: recorded before closing
             store = self.dispatcher.store
             if store is not None:
                 await store.aclose()

@@ -99,6 +99,7 @@ class _Stream:
             self.log.error("a line exceeded %d bytes; closing the stream", max_line)
             await self.write(Reply(None, error=InvalidRequest("Message too large")).body)
         await self.drain(grace)
+        await self.dispatcher.drain(grace)  # once work of cancelled requests: recorded
 
     async def take(self, line: bytes) -> None:
         try:
