@@ -230,18 +230,31 @@ def check(flows: Sequence[Flow], *, reruns: Sequence[str] = ()) -> None:
         assert 1 <= flow.attempts <= allowed, f"{flow.invoice}: fn ran {flow.attempts} times"
 
 
-def lock_sqlite(path: Path, seconds: float) -> subprocess.Popen[bytes]:
-    """Another process holding the SQLite file's write lock (BEGIN EXCLUSIVE) for `seconds`."""
-    script = ("import sqlite3, sys, time\n"
+class SQLiteLocker:
+    """Another process, started ahead, that holds the SQLite file's write lock (BEGIN
+    EXCLUSIVE) for `seconds` once told to: the lock starts within milliseconds of `lock()`."""
+
+    SCRIPT = ("import sqlite3, sys, time\n"
               "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+              "sys.stdin.readline()\n"
               "db.execute('BEGIN EXCLUSIVE')\n"
               "print('locked', flush=True)\n"
               "time.sleep(float(sys.argv[2]))\n"
               "db.execute('ROLLBACK')\n")
-    locker = subprocess.Popen([sys.executable, "-c", script, str(path), repr(seconds)],
-                              stdout=subprocess.PIPE)
-    assert locker.stdout is not None and locker.stdout.readline() == b"locked\n"
-    return locker
+
+    def __init__(self, path: Path, seconds: float) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", self.SCRIPT, str(path),
+                                         repr(seconds)], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE)
+
+    def lock(self) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(b"go\n")
+        self.process.stdin.flush()
+        assert self.process.stdout.readline() == b"locked\n"
+
+    def wait(self) -> None:
+        self.process.communicate(timeout=30)
 
 
 class DurableRedis:
