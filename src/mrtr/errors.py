@@ -28,10 +28,12 @@ __all__ = [
     "MethodNotFound",
     "MissingRequiredClientCapability",
     "MrtrError",
+    "OutcomePending",
     "ParseError",
     "ProtocolError",
     "ResourceNotFound",
     "SessionNotFound",
+    "StoreUnavailable",
     "TransportError",
     "Unauthorized",
     "UnsupportedProtocolVersion",
@@ -89,6 +91,8 @@ class ProtocolError(MrtrError):
     # Set by the protocol decoder when the offending message's id was readable, so the
     # transport can echo it in the error response.
     request_id: str | int | None = None
+    # Seconds after which a retry may succeed (HTTP sends it as Retry-After); None: not retryable.
+    retry_after: float | None = None
 
     def __init__(self, message: str | None = None, *, data: object = None) -> None:
         self.message = message if message is not None else self.default_message
@@ -167,6 +171,40 @@ class InternalError(ProtocolError):
     code = -32603
     http_status = 500
     default_message = "Internal error"
+
+
+class StoreUnavailable(InternalError):
+    """The store did not answer in time or failed: sent as the frozen -32603, reason logged.
+
+    Retryable: HTTP 503 with `Retry-After` (nothing ran that a retry could repeat).
+    """
+
+    http_status = 503
+    retry_after = 1.0
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"StoreUnavailable({self.reason!r})"
+
+
+class OutcomePending(InternalError):
+    """The work ran, but its outcome is not recorded yet (the store failed): retry later.
+
+    Sent as HTTP 503 with `Retry-After` and `data` {"type": "outcome_pending", "retryAfter": s}.
+    The process that ran the work keeps retrying the write; a retry after it landed gets the
+    recorded outcome, and the work never runs a second time (docs/deploy.md).
+    """
+
+    http_status = 503
+    default_message = "Outcome pending"
+    DATA_TYPE: ClassVar[str] = "outcome_pending"
+
+    def __init__(self, message: str | None = None, *, retry_after: float = 2.0) -> None:
+        super().__init__(message, data={"type": self.DATA_TYPE, "retryAfter": retry_after})
+        self.retry_after = retry_after
 
 
 class HeaderMismatch(ProtocolError):
@@ -253,6 +291,12 @@ def from_wire(error: object) -> ProtocolError:
             reqd if isinstance(reqd, str) else "",
             text,
         )
+    if cls is InternalError and isinstance(data, dict) and (
+        data.get("type") == OutcomePending.DATA_TYPE
+    ):
+        after = data.get("retryAfter")
+        seconds = after if isinstance(after, int | float) and not isinstance(after, bool) else 2.0
+        return OutcomePending(text, retry_after=float(seconds))
     if cls is not None:
         return cls(text, data=data)
     err = ProtocolError(text, data=data)

@@ -102,6 +102,23 @@ def test_a_lapsed_lease_frees_the_claim(make_store: Factory) -> None:
     assert run(make_store, body) == [ClaimStatus.NEW, ClaimStatus.RUNNING]
 
 
+def test_25_get_reports_a_lapsed_claim_as_absent_not_running(make_store: Factory) -> None:
+    # A lapsed claim is a dead holder's: reporting it RUNNING would make every retry wait for
+    # work nobody does (before #25 only a 27 s SIGKILL test noticed, for SQLite).
+    async def body(store: Store) -> list[Claim | None]:
+        await store.claim("k", lease=0.05, expires=later())
+        held = await store.get("k")
+        await asyncio.sleep(0.2)
+        other = make_store()  # another process sees the same
+        try:
+            return [held, await store.get("k"), await other.get("k")]
+        finally:
+            if other is not store:
+                await other.aclose()
+
+    assert run(make_store, body) == [Claim(ClaimStatus.RUNNING), None, None]
+
+
 def test_entries_expire_at_their_deadline(make_store: Factory) -> None:
     async def body(store: Store) -> list[object]:
         await store.complete("k", b"x", expires=later(0.1))

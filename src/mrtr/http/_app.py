@@ -159,6 +159,7 @@ class McpApp:
             warn_unshared_store(self.dispatcher, self.log)
             yield
         finally:
+            await self.dispatcher.drain()  # once work of requests that went away: recorded
             store = self.dispatcher.store
             if self.owns_store and store is not None:
                 await store.aclose()

@@ -104,7 +104,7 @@ class Exchange:
             reply = timed_out(message.id, app.request_timeout, app.log)
         assert reply is not None
         if not self.streaming:
-            await self.respond(reply.http_status, reply.body)
+            await self.respond(reply.http_status, reply.body, reply.headers)
             return
         await self.send({"type": "http.response.body", "body": encode_sse_event(reply.body)})
 

@@ -328,9 +328,11 @@ class Context:
 
         Later rounds get the journaled JSON value, converted back to the type `returns` when
         given (e.g. `returns=Booking` for a Struct or dataclass). With a store (Dispatcher
-        `store=`), `fn` runs once per flow across processes and replays; a process dying inside
-        `fn` lets it run again after the lease: make its effect idempotent with
-        `ctx.idempotency_key(key)` to keep that case exactly-once too (docs/deploy.md).
+        `store=`), `fn` runs once per flow across processes and replays; a client that goes
+        away does not stop it (its retry gets the value; OutcomePending while the store cannot
+        record it). A process dying inside `fn` lets it run again after the lease: make its
+        effect idempotent with `ctx.idempotency_key(key)` to keep that exactly-once too
+        (docs/deploy.md).
         """
         onces = self._flow.onces
         if key in onces:

@@ -91,6 +91,7 @@ class Dispatcher:
         store: Store | None | Literal[_Default.OWN] = _Default.OWN,
         tasks: TaskPolicy | None = None,
         telemetry: ServerTelemetry | None = None,
+        lease: float = 30.0,
     ) -> None:
         """`store` defaults to a MemoryStore of this Dispatcher's own (exactly-once in this
         process); None turns exactly-once off (a replayed round runs again)."""
@@ -117,7 +118,10 @@ class Dispatcher:
         self._traced = self.telemetry.enabled  # False: OpenTelemetry is not even installed
         if store is not None and self.telemetry.recording():
             store = TimedStore(store, self.telemetry)  # latency and replays: an SDK is set up
-        ledger = Ledger(store, self.log) if store is not None else None
+        # `lease`: how long a claim outlives a process that died holding it (docs/deploy.md).
+        self.lease = lease
+        ledger = Ledger(store, self.log, lease=lease) if store is not None else None
+        self._ledger = ledger
         engine = RoundEngine(self.sealer, max_rounds=max_rounds, ledger=ledger)
         self._lister = Lister(server, meta)
         self._runner = Runner(server, engine, meta, self.log)
@@ -150,7 +154,7 @@ class Dispatcher:
             self.store if self.store_given else _Default.OWN)
         return Dispatcher(self.server, sealer=sealer if sealer is not None else self.sealer,
                           max_rounds=self.max_rounds, logger=self.log, store=chosen,
-                          tasks=self._tasks, telemetry=self.telemetry)
+                          tasks=self._tasks, telemetry=self.telemetry, lease=self.lease)
 
     # -- transport-facing ----------------------------------------------------------------------
     def in_process_transport(self, *, principal: str | None = None) -> MemoryTransport:
@@ -221,6 +225,12 @@ class Dispatcher:
         if not hasattr(message, "id"):
             return None
         return await self.handle(message, peer, sink)
+
+    async def drain(self, timeout: float = 10.0) -> bool:
+        """Before the process stops: wait (up to `timeout` seconds) for `ctx.once` work still
+        running in the background for requests that went away, so that its outcome is recorded
+        rather than left to the lease (docs/deploy.md). True when nothing is left."""
+        return await self._ledger.drain(timeout) if self._ledger is not None else True
 
     # -- helpers -------------------------------------------------------------------------------
     def _check_headers(self, message: Message, headers: Mapping[str, str]) -> None:

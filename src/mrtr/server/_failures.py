@@ -10,7 +10,9 @@ return; tests/server/test_failures.py checks that they build none of it themselv
 # prompts, resources and every other method have no such field, so their failures are JSON-RPC
 # errors. Three kinds of exception, one rule each, whatever the method:
 # - ProtocolError: its code and message were chosen for the client; it goes out as it is, even
-#   from a tool (unknown names, InvalidRequestState, -32021 capability errors).
+#   from a tool (unknown names, InvalidRequestState, -32021 capability errors). So do the store's
+#   StoreUnavailable and the ledger's OutcomePending: retryable errors (HTTP 503, Retry-After),
+#   never an `isError` result a model would answer with a new call (a second effect).
 # - Declined and ArgumentsInvalid: the request cannot complete because of what the client (its
 #   user) sent or refused. The message is sent: as isError text in a tool, as -32602 elsewhere
 #   (JSON-RPC "invalid method parameters"; the spec uses -32602 for every client-caused refusal of

@@ -4,26 +4,52 @@
 # not be forged or varied (token text is malleable in its last base64 character). Redeeming a
 # round claims `round:<id>`; the first redemption runs and stores its outcome with a digest of
 # the canonical inputResponses; a later one with the same answers gets the stored outcome, with
-# other answers the frozen InvalidRequestState. A concurrent duplicate waits (bounded) for the
-# first one's outcome. A failure that is not an outcome (a ProtocolError, a crash) releases the
-# claim; a running claim is renewed every lease/3 (from lease/3 on: a timer, not a task, for
-# the many rounds that finish sooner), so only a process that dies holding one
-# lets it lapse (after the lease) for a retry to run. `once` is the same
-# claim per flow and key: exactly once, except a crash inside fn, which runs fn again; an
-# effect keyed by ctx.idempotency_key (Store.add_once, a provider's key) stays exactly once.
+# other answers the frozen InvalidRequestState. `once` is the same claim per flow and key,
+# `once:<flow>:<key>`, whose outcome is fn's JSON value. A duplicate waits (bounded) for the
+# first run's outcome: on its task when it runs in this process, else polling the store.
+#
+# The life of a claim (docs/deploy.md, "What exactly once means"):
+#
+#   absent --claim--> CLAIMED --work starts--> RUNNING --outcome written--> RECORDED (DONE)
+#                                                |  \--write fails--> IN DOUBT --written--/
+#                                                |--the work raised: not an outcome--> absent
+#                                                \--the holder died: the lease lapses--> absent
+#
+# - CLAIMED, RUNNING and IN DOUBT all read RUNNING in the store. The holder renews the lease
+#   every lease/3 (from lease/3 on: a timer, not a task, for the many claims that end sooner),
+#   so only a process that died, or lost the store for longer than the lease, lets it lapse.
+# - Cancellation never releases a claim whose work may still act. `once` runs fn in its own
+#   task, shielded from the request: a client that disconnects (or the request timeout)
+#   cancels the handler awaiting it, never fn, which finishes in the background and has its
+#   outcome recorded; the client's retry waits for it and gets fn's value. Only fn raising
+#   releases its claim (fn said it did not act); fn cancelled (the process shutting down)
+#   keeps it until the lease lapses. A round's handler runs in the request's task: cancelled by
+#   a disconnect, the round claim is released so that the retry runs the handler again. That is
+#   safe because every effect of a handler sits in a `once` (handlers re-run every round
+#   anyway), whose claim the cancellation left alone. Once a round's handler returned, its
+#   outcome is written even if the request is cancelled meanwhile.
+# - IN DOUBT: the work finished but the store refused the write. The claim stays held, and
+#   the process that ran the work retries the write in the background (backoff up to
+#   _RETRY_MAX, renewing the lease, until the flow deadline). The request and every replay
+#   meanwhile get OutcomePending (HTTP 503, Retry-After, data type "outcome_pending"); after the
+#   write, replays get the recorded outcome. Never a success a replay contradicts, never a rerun.
+# - The limit: a holder that dies (SIGKILL, power) lets its claim lapse, and a retry runs the
+#   work again: an effect keyed by ctx.idempotency_key (Store.add_once, a provider's key)
+#   stays exactly once. A process that stops in order first drains its background work (drain,
+#   called by the transports at shutdown).
 from __future__ import annotations
 
 import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from hmac import compare_digest
 from typing import Any, TypeVar
 
 import msgspec
 
-from mrtr.errors import InternalError, InvalidRequestState
+from mrtr.errors import InvalidRequestState, OutcomePending
 from mrtr.protocol import CreateTaskResult, InputRequiredResult, resolve_contents
 from mrtr.server._sealing import digest_arguments
 from mrtr.stores import Claim, ClaimStatus, Store, StoreUnavailable
@@ -36,6 +62,9 @@ _INPUT = b"i"  # the stored outcome is an InputRequiredResult
 _FINAL = b"r"  # it is the method's own result type
 _TASK = b"t"  # it is a CreateTaskResult (a tools/call whose last round started a task)
 _ENCODER = msgspec.json.Encoder()
+_KEEP = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)  # fn may have acted: keep it
+_RETRY_FIRST = 0.05  # seconds before an in-doubt outcome is written again, doubling ...
+_RETRY_MAX = 2.0  # ... up to this
 
 
 class Ledger:
@@ -52,6 +81,9 @@ class Ledger:
         self._log = log
         self._lease = lease
         self._wait = wait
+        self._running: dict[str, asyncio.Task[Any]] = {}  # once fns running here, by claim key
+        self._doubt: dict[str, asyncio.Task[None]] = {}  # outcomes still being written, by key
+        self._background: set[asyncio.Task[None]] = set()  # releases nobody waits for
 
     async def redeem(
         self,
@@ -61,7 +93,10 @@ class Ledger:
         kind: type[R],
         run: Callable[[], Awaitable[R | InputRequiredResult]],
     ) -> R | InputRequiredResult:
-        """Run this round once; replays get the stored outcome. Raises InvalidRequestState."""
+        """Run this round once; replays get the stored outcome.
+
+        Raises InvalidRequestState (other answers), OutcomePending, StoreUnavailable.
+        """
         # The flow deadline first (fixed width, so keys sort by flow start): rounds of live
         # flows cluster at the end of an ordered index, and a SQLite commit writes a few pages,
         # not one per round. The deadline is sealed with the state, so replays name the same key.
@@ -73,32 +108,47 @@ class Ledger:
         result: R | InputRequiredResult = await self._guarded(key, run)
         tag = (_INPUT if isinstance(result, InputRequiredResult)
                else _TASK if isinstance(result, CreateTaskResult) else _FINAL)
-        await self._complete(key, digest + tag + _ENCODER.encode(result), deadline)
+        await self._record(key, digest + tag + _ENCODER.encode(result), deadline)
         return result
 
     async def once(
         self, flow_id: str, key: str, deadline: float, fn: Callable[[], object]
     ) -> tuple[bool, object]:
-        """(stored, value): fn's value when it ran here, else the JSON another run stored."""
+        """(stored, value): fn's value when it ran here, else the JSON another run stored.
+
+        Raises OutcomePending or StoreUnavailable; fn's own exception when it raised.
+        """
         name = f"once:{flow_id}:{key}"
         claim = await self._claim(name, deadline)
         if claim.status is ClaimStatus.DONE:
             return True, msgspec.json.decode(claim.outcome or b"null")
+        # Claimed: from here on fn's outcome is recorded, whatever happens to this request.
+        task = asyncio.get_running_loop().create_task(self._run_once(name, deadline, fn))
+        self._running[name] = task
+        task.add_done_callback(lambda done: self._ran(name, done))
+        return False, await asyncio.shield(task)
 
-        async def call() -> object:
-            value = fn()
-            return await value if inspect.isawaitable(value) else value
-
-        value = await self._guarded(name, call)
-        await self._complete(name, _ENCODER.encode(msgspec.to_builtins(value)), deadline)
-        return False, value
+    async def drain(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the work this process still does in the background
+        (fns whose requests went away, outcomes written again); True when none is left."""
+        pending = {*self._running.values(), *self._doubt.values(), *self._background}
+        if not pending:
+            return True
+        _, left = await asyncio.wait(pending, timeout=timeout)
+        if left:
+            self._log.error("stopping with %d claims still held by work in progress: they "
+                            "lapse after the lease, and a retry then runs that work again",
+                            len(left))
+        return not left
 
     # -- steps -------------------------------------------------------------------------------------
     async def _claim(self, key: str, deadline: float) -> Claim:
-        """Claim `key`, waiting (bounded) while another process holds it."""
+        """Claim `key`, waiting (bounded) while another run holds it."""
         give_up = time.monotonic() + self._wait
         delay = 0.002
         while True:
+            if key in self._doubt:  # it ran here; its outcome is on its way to the store
+                raise OutcomePending()
             try:
                 claim = await self.store.claim(key, lease=self._lease, expires=deadline)
             except StoreUnavailable as exc:
@@ -106,28 +156,120 @@ class Ledger:
                 raise
             if claim.status is not ClaimStatus.RUNNING:
                 return claim
-            if time.monotonic() > give_up:
-                self._log.error("%s still running after %.0fs: refusing a duplicate", key,
+            left = give_up - time.monotonic()
+            if left < 0:
+                self._log.error("%s still running after %.0fs: answering outcome pending", key,
                                 self._wait)
-                raise InternalError()
+                raise OutcomePending()
+            here = self._running.get(key)
+            if here is not None:  # fn runs in this process: wait for its task, not the store
+                await asyncio.wait((here,), timeout=left)
+                continue
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.05)
 
     async def _guarded(self, key: str, run: Callable[[], Awaitable[Any]]) -> Any:
+        """A round's handler, holding its claim; released when the handler did not finish."""
         # Most rounds finish well inside lease/3: a timer, not a task, until one does not.
         keeper = _Keeper(self, key)
         timer = asyncio.get_running_loop().call_later(self._lease / 3, keeper.start)
         try:
             return await run()
-        except BaseException:
-            try:
-                await asyncio.shield(self.store.release(key))
-            except (StoreUnavailable, asyncio.CancelledError) as exc:
-                self._log.warning("could not release %s (its lease will): %r", key, exc)
+        except (StoreUnavailable, OutcomePending):
+            self._spawn(self._release(key))  # the store is failing: answer without waiting
+            raise
+        except BaseException:  # a ProtocolError, a crash, or the request cancelled: see above
+            await self._release(key)
             raise
         finally:
             timer.cancel()
             keeper.stop()
+
+    async def _run_once(self, name: str, deadline: float, fn: Callable[[], object]) -> object:
+        """fn, then its outcome recorded: a task of its own, so no request cancels it."""
+        keeper = _Keeper(self, name)
+        timer = asyncio.get_running_loop().call_later(self._lease / 3, keeper.start)
+        try:
+            value = fn()
+            if inspect.isawaitable(value):
+                value = await value
+        except _KEEP:
+            self._log.warning("%s interrupted: its claim stays until the lease lapses", name)
+            raise
+        except BaseException:  # fn failed (or asked for input): it may run again
+            await self._release(name)
+            raise
+        finally:
+            timer.cancel()
+            keeper.stop()
+        # fn acted: a value JSON cannot carry keeps the claim (it lapses), it never frees it.
+        await self._record(name, _ENCODER.encode(msgspec.to_builtins(value)), deadline)
+        return value
+
+    def _ran(self, name: str, task: asyncio.Task[Any]) -> None:
+        if self._running.get(name) is task:
+            del self._running[name]
+        if not task.cancelled():
+            task.exception()  # its awaiter may be gone (cancelled): the error was answered
+
+    async def _record(self, key: str, outcome: bytes, deadline: float) -> None:
+        """Write the outcome; if the store refuses, keep the claim and write it again later."""
+        try:
+            await self.store.complete(key, outcome, expires=deadline)
+        except StoreUnavailable as exc:
+            self._log.error("store unavailable, outcome of %s not recorded yet (%s): the claim"
+                            " stays held while it is written again", key, exc.reason)
+            self._in_doubt(key, outcome, deadline)
+            raise OutcomePending() from exc
+        except asyncio.CancelledError:
+            # The request went away mid-write: the write may or may not land. Writing the same
+            # bytes again is harmless, so finish it from here, whatever this request does.
+            self._in_doubt(key, outcome, deadline)
+            raise
+
+    def _in_doubt(self, key: str, outcome: bytes, deadline: float) -> None:
+        if key not in self._doubt:
+            task = asyncio.get_running_loop().create_task(self._rewrite(key, outcome, deadline))
+            self._doubt[key] = task
+            task.add_done_callback(lambda done: self._doubt.pop(key, None))
+
+    async def _rewrite(self, key: str, outcome: bytes, deadline: float) -> None:
+        """Write an in-doubt outcome until it lands (or the flow deadline passes)."""
+        delay = _RETRY_FIRST
+        renewed = time.monotonic()
+        try:
+            while time.time() < deadline:
+                try:
+                    await self.store.complete(key, outcome, expires=deadline)
+                except StoreUnavailable as exc:
+                    self._log.debug("outcome of %s still not recorded: %s", key, exc.reason)
+                else:
+                    self._log.warning("outcome of %s recorded after all", key)
+                    return
+                if time.monotonic() - renewed > self._lease / 3:
+                    renewed = time.monotonic()
+                    try:  # the write fails but a renewal may not (a full disk): keep the claim
+                        await self.store.renew(key, lease=self._lease)
+                    except StoreUnavailable:
+                        pass
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX)
+            self._log.error("outcome of %s not recorded before its flow deadline", key)
+        except asyncio.CancelledError:
+            self._log.error("stopping with the outcome of %s not recorded: its claim lapses "
+                            "after the lease, and a retry then runs it again", key)
+            raise
+
+    async def _release(self, key: str) -> None:
+        try:
+            await asyncio.shield(self.store.release(key))
+        except (StoreUnavailable, asyncio.CancelledError) as exc:
+            self._log.warning("could not release %s (its lease will): %r", key, exc)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _keep(self, key: str) -> None:
         """Renew the claim on `key` every lease/3 while its work runs: only a dead process lets
@@ -139,13 +281,6 @@ class Ledger:
             except StoreUnavailable as exc:
                 self._log.warning("could not renew the claim on %s: %s", key, exc.reason)
             await asyncio.sleep(self._lease / 3)
-
-    async def _complete(self, key: str, outcome: bytes, deadline: float) -> None:
-        try:
-            await self.store.complete(key, outcome, expires=deadline)
-        except StoreUnavailable as exc:
-            # It ran: the client gets its result. A replay after the lease lapses may run again.
-            self._log.error("store unavailable, outcome of %s not recorded: %s", key, exc.reason)
 
     def _replay(self, outcome: bytes, digest: bytes, kind: type[R]) -> R | InputRequiredResult:
         if not compare_digest(outcome[:_DIGEST], digest):

@@ -5,6 +5,8 @@
 # `http_status` over HTTP.
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 from mrtr.errors import ProtocolError
@@ -43,3 +45,11 @@ class Reply:
     @property
     def http_status(self) -> int:
         return self.error.http_status if self.error is not None else 200
+
+    @property
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """HTTP headers the reply needs: `Retry-After` (whole seconds) for a retryable error."""
+        after = self.error.retry_after if self.error is not None else None
+        if after is None:
+            return []
+        return [(b"retry-after", str(max(1, math.ceil(after))).encode())]

@@ -100,6 +100,7 @@ class _Stream:
             self.log.error("a line exceeded %d bytes; closing the stream", max_line)
             await self.write(line_too_long())
         await self.drain(grace)
+        await self.dispatcher.drain(grace)  # once work of cancelled requests: recorded
 
     async def take(self, line: bytes) -> None:
         try:

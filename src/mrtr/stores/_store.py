@@ -9,13 +9,14 @@
 # and adds one only under the limit, in one atomic step; each member lapses at its own deadline.
 # Deadlines are absolute epoch seconds (the flow deadline); past it an entry is gone. Every
 # call is bounded by the store's timeout and raises StoreUnavailable instead of hanging: the
-# server fails closed (-32603, reason logged) rather than run anything twice.
+# server fails closed (-32603, HTTP 503 with Retry-After, reason logged) rather than run
+# anything twice.
 from __future__ import annotations
 
 import enum
 from typing import Protocol
 
-from mrtr.errors import InternalError
+from mrtr.errors import StoreUnavailable
 
 __all__ = ["Claim", "ClaimStatus", "Store", "StoreUnavailable"]
 
@@ -48,17 +49,6 @@ class Claim:
 
 NEW = Claim(ClaimStatus.NEW)
 RUNNING = Claim(ClaimStatus.RUNNING)
-
-
-class StoreUnavailable(InternalError):
-    """The store did not answer in time or failed: sent as the frozen -32603, reason logged."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__()
-        self.reason = reason
-
-    def __repr__(self) -> str:
-        return f"StoreUnavailable({self.reason!r})"
 
 
 class Store(Protocol):
