@@ -118,6 +118,7 @@ class Dispatcher:
         store: Store | None = None,
         tasks: TaskPolicy | None = None,
         telemetry: ServerTelemetry | None = None,
+        on_unawaited_ask: Callable[[str], None] | None = None,
     ) -> None:
         self.server = server
         self.max_rounds = max_rounds
@@ -136,7 +137,10 @@ class Dispatcher:
         if store is not None and self.telemetry.recording():
             store = TimedStore(store, self.telemetry)  # latency and replays: an SDK is set up
         ledger = Ledger(store, self.log) if store is not None else None
-        engine = RoundEngine(self.sealer, max_rounds=max_rounds, ledger=ledger)
+        # A handler that returned with an ask it never awaited (a missing `await`): a warning in
+        # the log unless told otherwise (TestClient fails the test).
+        engine = RoundEngine(self.sealer, max_rounds=max_rounds, ledger=ledger,
+                             on_unawaited=on_unawaited_ask or self.log.warning)
         self._lister = Lister(server, meta)
         self._runner = Runner(server, engine, meta, self.log)
         # Tasks live in the store (any replica answers); without one, in this process only.
