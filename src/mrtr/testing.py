@@ -101,7 +101,9 @@ class TestClient:
 
     Declares EVERY client capability (ALL_CAPABILITIES) unless `capabilities=` is given, unlike
     a real Client, which declares only what it can answer: pass `capabilities={}` (or a part)
-    to test how the server treats a client that cannot answer.
+    to test how the server treats a client that cannot answer. A handler that returns with an
+    ask it never awaited (a missing `await`) fails the request with AssertionError, where a
+    real server only logs a warning.
     """
 
     __test__ = False  # not a pytest test class
@@ -121,7 +123,9 @@ class TestClient:
         self.sealer = sealer or Sealer(
             keys=[b"k" * 32], audience=app.name, clock=self.clock
         )
-        self.dispatcher = Dispatcher(app, sealer=self.sealer, max_rounds=max_rounds, store=store)
+        self._unawaited: list[str] = []  # asks a handler made and never awaited: fail the test
+        self.dispatcher = Dispatcher(app, sealer=self.sealer, max_rounds=max_rounds, store=store,
+                                     on_unawaited_ask=self._unawaited.append)
         self.principal = principal
         self.capabilities = dict(ALL_CAPABILITIES if capabilities is None else capabilities)
         self._ids = itertools.count(1)
@@ -164,6 +168,9 @@ class TestClient:
 
         peer = Peer(principal=self.principal, transport="memory")
         reply = self._runner.run(self.dispatcher.handle_bytes(data, peer, sink=sink))
+        if self._unawaited:
+            found, self._unawaited[:] = "; ".join(self._unawaited), []
+            raise AssertionError(found)
         if reply is None:
             return {}
         return msgspec.json.decode(reply.body)  # type: ignore[no-any-return]

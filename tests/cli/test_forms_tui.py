@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mrtr.cli._forms_tui import TerminalForms, TerminalSampler
+from mrtr.cli._forms_tui import TerminalForms, TerminalSampler, parse_field
 from mrtr.client import InputRefused
 from mrtr.protocol import (
     CreateMessageRequestParams,
@@ -133,3 +133,29 @@ def test_a_sampler_that_cannot_start_refuses_the_input_issue19(tmp_path: Path) -
     missing = str(tmp_path / "nosuchllm")
     with pytest.raises(InputRefused, match="cannot run the sampler"):
         asyncio.run(TerminalSampler(Script(), command=missing)(params))
+
+
+BAD_EMAILS = {  # #26: the old pattern let each through (one was booked from a terminal)
+    "ann@example..com": "cannot have two periods in a row",
+    ".ann@example.com": "cannot start with a period",
+    "ann@-example.com": "cannot have a hyphen immediately after the @-sign",
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_EMAILS))
+def test_26_the_plain_form_refuses_bad_emails_and_says_why(bad: str) -> None:
+    params = ElicitRequestFormParams(message="Contact", requested_schema={
+        "type": "object", "required": ["email"],
+        "properties": {"email": {"type": "string", "format": "email"}}})
+    console = Script(bad, "ann@example.com")
+    assert asyncio.run(TerminalForms(console)(params)).content == {"email": "ann@example.com"}
+    assert any(f"enter an email address: An email address {BAD_EMAILS[bad]}." in line
+               for line in console.out), console.out
+    with pytest.raises(ValueError, match=BAD_EMAILS[bad]):
+        parse_field({"type": "string", "format": "email"}, bad)
+
+
+@pytest.mark.parametrize("good", ["ann@example.com", "ann.lee+x@mail.example.co.uk",
+                                  "ann@bücher.de"])
+def test_26_the_plain_form_takes_good_emails(good: str) -> None:
+    assert parse_field({"type": "string", "format": "email"}, good) == good

@@ -240,9 +240,19 @@ def test_answer_values_are_converted() -> None:
 BAD_ANSWERS = [
     ({"reason": "lost"}, "reason: must be one of: broken, wrong item, other"),
     ({"reason": 3}, "reason: must be text"),
-    ({"email": "ann@example"}, "email: must be a valid email address"),
-    ({"email": "ann example@x.com"}, "email: must be a valid email address"),
-    ({"email": "a@b@c.com"}, "email: must be a valid email address"),
+    ({"email": "ann@example"}, "email: must be a valid email address (the part after the "
+                                "@-sign is not valid. It should have a period)"),
+    ({"email": "ann example@x.com"}, "email: must be a valid email address (the email address "
+                                      "contains invalid characters before the @-sign: SPACE)"),
+    ({"email": "a@b@c.com"}, "email: must be a valid email address (the part after the @-sign "
+                              "contains invalid characters: '@')"),
+    # Issue #26: the hand-written pattern let these through (one was booked from a terminal).
+    ({"email": "ann@example..com"}, "email: must be a valid email address (an email address "
+                                     "cannot have two periods in a row)"),
+    ({"email": ".ann@example.com"}, "email: must be a valid email address (an email address "
+                                     "cannot start with a period)"),
+    ({"email": "ann@-example.com"}, "email: must be a valid email address (an email address "
+                                     "cannot have a hyphen immediately after the @-sign)"),
     ({"boxes": 6}, "boxes: must be at most 5"),
     ({"boxes": 0}, "boxes: must be at least 1"),
     ({"boxes": 2.5}, "boxes: must be a whole number"),
@@ -326,7 +336,10 @@ def test_raw_schema_accepts_normalises_and_fills_defaults() -> None:
     ({"plan": "p", "seats": 0}, "seats: must be at least 1"),
     ({"plan": "p", "seats": 1.5}, "seats: must be a whole number"),
     ({"plan": "p", "extras": ["y"]}, "extras: each choice must be one of: X-ray"),
-    ({"plan": "p", "contact": "nobody"}, "contact: must be a valid email address"),
+    ({"plan": "p", "contact": "nobody"},
+     "contact: must be a valid email address (an email address must have an @-sign)"),
+    ({"plan": "p", "contact": "ann@example..com"},
+     "contact: must be a valid email address (an email address cannot have two periods in a row)"),
     ({"plan": 1, "seats": "many"}, "plan: must be text; seats: must be a whole number"),
 ])
 def test_raw_schema_rejects_with_human_messages(content: dict[str, object], message: str) -> None:
@@ -603,7 +616,8 @@ def test_19_typeddict_answers_are_dicts() -> None:
         rendered.validate({"name": "A", "team": "green", "email": "nope"})
     assert info.value.problems == {"name": "must be at least 2 characters long",
                                    "team": "must be one of: red, blue",
-                                   "email": "must be a valid email address"}
+                                   "email": "must be a valid email address (an email "
+                                            "address must have an @-sign)"}
 
 
 def test_19_struct_uses_wire_names() -> None:
@@ -701,3 +715,47 @@ def test_19_docs_example_of_dataclass_and_typeddict_forms_runs() -> None:
             "elicit-2": {"text": "window seats", "urgent": True}})
     assert flow.text == "2 seat(s) for team blue: window seats (urgent)"
     assert flow.asked(2)["elicit-1"]["params"]["message"].startswith("seats: must be at most 4")
+
+
+# --- #26: Email follows email-validator, in a real round too ---------------------------------
+
+BAD_EMAILS = ["ann@example..com", ".ann@example.com", "ann@-example.com"]
+
+
+class Contact(Form):
+    email: Annotated[str, Email]
+
+
+def _contact_app() -> Server:
+    app = Server("emails")
+
+    @app.tool
+    async def book(ctx: Context) -> str:
+        return f"booked for {(await ctx.elicit('Your email?', Contact, key='email')).email}"
+
+    @app.tool
+    async def book_raw(ctx: Context) -> str:
+        got = await ctx.elicit_schema("Your email?", Contact.requested_schema(), key="email")
+        return f"booked for {got['email']}"
+
+    return app
+
+
+@pytest.mark.parametrize("tool", ["book", "book_raw"])
+@pytest.mark.parametrize("bad", BAD_EMAILS)
+def test_26_a_bad_email_answer_is_asked_again_with_the_reason(tool: str, bad: str) -> None:
+    with TestClient(_contact_app()) as client:
+        flow = client.call_tool(tool, answers={
+            "email": then({"email": bad}, {"email": "ann@example.com"})})
+    assert flow.text == "booked for ann@example.com" and flow.rounds == 3
+    again = flow.asked(2)["email"]["params"]["message"]
+    assert again.startswith("email: must be a valid email address (an email address cannot ")
+    assert again.endswith("\n\nYour email?")
+
+
+@pytest.mark.parametrize("good", ["ann@example.com", "ann.lee+returns@mail.example.co.uk",
+                                  "o'brien@example.org", "ann@bücher.de", "a@b.io"])
+def test_26_good_emails_still_pass(good: str) -> None:
+    assert Contact.validate_answer({"email": good}).email == good
+    assert validate_against_schema(Contact.requested_schema(), {"email": good}) == {
+        "email": good}

@@ -28,12 +28,12 @@ from mrtr.protocol import (
     ElicitValue,
     TextContent,
 )
+from mrtr.protocol._formats import email_problem
 
 from ._escape import escape, escape_url
 
 __all__ = ["Console", "heading", "StdConsole", "TerminalForms", "TerminalSampler", "parse_field"]
 
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 _YES = frozenset({"y", "yes", "true", "1"})
 _NO = frozenset({"n", "no", "false", "0"})
 
@@ -124,8 +124,8 @@ def _string(text: str, prop: Mapping[str, object]) -> str:
         raise ValueError(f"must be at least {low} characters")
     if isinstance(high, int) and len(text) > high:
         raise ValueError(f"must be at most {high} characters")
-    if fmt == "email" and not _EMAIL.fullmatch(text):
-        raise ValueError("enter an email address")
+    if fmt == "email" and (problem := email_problem(text)) is not None:
+        raise ValueError(f"enter an email address: {problem}")
     if fmt == "uri" and not urlsplit(text).scheme:
         raise ValueError("enter a URI with a scheme (e.g. https://…)")
     try:

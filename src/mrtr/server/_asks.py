@@ -7,14 +7,16 @@
 # round's inputResponses or the journal) maps to the typed value and the validated JSON to
 # journal, or raises Reask with a message for the user. An ask's shape digests everything the
 # user or model sees (message, schema, URL, the whole sampling request): an answer counts only
-# for the exact question it was given to.
+# for the exact question it was given to. An Ask is not its answer, so it has no truth value
+# (`if ctx.confirm(...)` without `await` raises instead of taking the yes branch unasked), and
+# the Asker remembers every Ask of one handler run so the round can report those never awaited.
 from __future__ import annotations
 
 import functools
 import hashlib
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -37,14 +39,17 @@ from mrtr.protocol import (
 __all__ = [
     "NO_FALLBACK",
     "Ask",
+    "Asker",
     "AskSpec",
     "Declined",
     "Elicited",
+    "Gathered",
     "Reask",
     "Settler",
     "Suspend",
     "capability_missing",
     "decode_elicit",
+    "dropped_message",
     "form_spec",
     "request_shape",
     "required_capability",
@@ -126,7 +131,8 @@ class Settler(Protocol):
 class Ask(Generic[T_co]):
     """An input the handler needs; `await` it (or pass several to `ctx.gather`)."""
 
-    __slots__ = ("_settler", "key", "spec", "_resolve", "fallback", "accept_unasked")
+    __slots__ = ("_settler", "key", "spec", "_resolve", "fallback", "accept_unasked", "awaited",
+                 "method")
 
     def __init__(
         self,
@@ -137,6 +143,7 @@ class Ask(Generic[T_co]):
         fallback: object = NO_FALLBACK,
         *,
         accept_unasked: bool = False,
+        method: str = "",
     ) -> None:
         self._settler = settler
         self.key = key
@@ -144,10 +151,17 @@ class Ask(Generic[T_co]):
         self._resolve = resolve
         self.fallback = fallback
         self.accept_unasked = accept_unasked  # an answer counts even if this was never sent
+        self.awaited = False  # set by `await` or ctx.gather: False at the end means it was dropped
+        self.method = method  # the Context method that made it ("confirm"), for messages
 
     @property
     def request(self) -> InputRequest:
         return self.spec.request
+
+    @property
+    def label(self) -> str:
+        """How the handler wrote this ask, e.g. `ctx.confirm('Delete every booking?')`."""
+        return _label(self.method or "ask", self.spec)
 
     @property
     def has_fallback(self) -> bool:
@@ -171,9 +185,93 @@ class Ask(Generic[T_co]):
         return request
 
     def __await__(self) -> Generator[object, None, T_co]:
+        self.awaited = True
         values = self._settler.settle((self,))
         return values[0]  # type: ignore[no-any-return]
         yield  # pragma: no cover - makes this a generator without suspending
+
+    def __repr__(self) -> str:
+        return f"<Ask {self.key!r}: {self.label}>"
+
+    if not TYPE_CHECKING:  # hidden from type checkers, so mypy's truthy-bool code flags it too
+        def __bool__(self) -> bool:
+            raise TypeError(_NOT_AN_ANSWER.format(self.label))
+
+
+def _label(method: str, spec: AskSpec) -> str:
+    request = spec.request
+    shown = repr(request.params.message) if isinstance(request, ElicitRequest) else "..."
+    return f"ctx.{method}({shown})"
+
+
+_NOT_AN_ANSWER = ("{0} was used as true or false: did you forget `await`? An Ask is not its "
+                  "answer (it would always be true, and nothing has been asked); write "
+                  "`if await {0}:`")
+
+
+class Gathered:
+    """`ctx.gather(...)`: await it for the values of several asks, asked in one round."""
+
+    __slots__ = ("_settler", "asks")
+
+    def __init__(self, settler: Settler, asks: Sequence[Ask[Any]]) -> None:
+        self._settler = settler
+        self.asks = tuple(asks)
+
+    def __await__(self) -> Generator[object, None, list[Any]]:
+        for ask in self.asks:
+            ask.awaited = True
+        return self._settler.settle(self.asks)
+        yield  # pragma: no cover - makes this a generator without suspending
+
+    if not TYPE_CHECKING:
+        def __bool__(self) -> bool:
+            raise TypeError(_NOT_AN_ANSWER.format("ctx.gather(...)"))
+
+
+class Asker:
+    """The asks of one handler run: their keys in call order, and which were never awaited.
+
+    A sync handler (`def`, run in a worker thread) cannot await, so once `in_thread` is set
+    every new ask raises TypeError at the call that made it.
+    """
+
+    __slots__ = ("_counter", "_settler", "in_thread", "made")
+
+    def __init__(self, settler: Settler) -> None:
+        self._settler = settler
+        self._counter = 0
+        self.in_thread = False
+        self.made: list[Ask[Any]] = []
+
+    def make(
+        self, method: str, key: str | None, spec: AskSpec, resolve: Resolver[T],
+        fallback: object = NO_FALLBACK, *, accept_unasked: bool = False, kind: str = "",
+    ) -> Ask[T]:
+        """A new Ask for `ctx.<method>`, keyed `<kind>-<n>` unless the handler chose `key`."""
+        if self.in_thread:
+            raise TypeError(f"{_label(method, spec)} in a sync handler: a `def` handler runs in "
+                            "a worker thread and cannot await an ask; make the handler "
+                            f"`async def` and write `await ctx.{method}(...)`")
+        self._counter += 1
+        ask = Ask(self._settler, key if key is not None else f"{kind or method}-{self._counter}",
+                  spec, resolve, fallback, accept_unasked=accept_unasked, method=method)
+        self.made.append(ask)
+        return ask
+
+    def gather(self, asks: Sequence[Ask[Any]]) -> Gathered:
+        return Gathered(self._settler, asks)
+
+    def dropped(self, sent: Sequence[object] = ()) -> list[Ask[Any]]:
+        """The asks made but never awaited (nor `sent` as they are, guard style)."""
+        return [a for a in self.made if not a.awaited and not any(a is s for s in sent)]
+
+
+def dropped_message(asks: Sequence[Ask[Any]]) -> str:
+    """The log line (or TestClient failure) for asks a handler made and never awaited."""
+    named = "; ".join(f"{ask.label} (key {ask.key!r})" for ask in asks)
+    return (f"the handler returned without awaiting {named}, so nothing was asked and no "
+            "answer decided anything: did you forget `await`?")
 
 
 # -- shapes and specs ---------------------------------------------------------------------------

@@ -35,8 +35,10 @@ from mrtr.protocol import (
 from mrtr.server._asks import (
     NO_FALLBACK,
     Ask,
+    Asker,
     Declined,
     Elicited,
+    Gathered,
     Reask,
     Settler,
     StartTask,
@@ -88,12 +90,11 @@ class Context:
         self.peer = peer
         self._flow = flow
         self._responses = input_responses
-        self._settler = settler
+        self.asker = Asker(settler)  # every ask this run made; the round reports the dropped ones
         self._sink = sink
         self._ledger = ledger  # with a store: once runs once per flow across processes
         self._flow_deadline = flow_deadline  # with a ledger: fixes the flow id and deadline
         self._progress_last: float | None = None
-        self._counter = 0
 
     # -- what the request says -------------------------------------------------------------
     @property
@@ -206,8 +207,7 @@ class Context:
             kept = {"action": "accept", "content": msgspec.to_builtins(value)}
             return (Elicited("accept", value) if outcome else value), kept
 
-        return Ask(self._settler, self._key(key, "elicit"), spec, resolve,
-                   accept_unasked=accept_unasked)
+        return self.asker.make("elicit", key, spec, resolve, accept_unasked=accept_unasked)
 
     def elicit_schema(
         self, message: str, schema: dict[str, object], *, key: str | None = None
@@ -226,7 +226,7 @@ class Context:
                 raise Reask(str(exc)) from exc
             return value, {"action": "accept", "content": value}
 
-        return Ask(self._settler, self._key(key, "elicit"), spec, resolve)
+        return self.asker.make("elicit_schema", key, spec, resolve, kind="elicit")
 
     async def elicit_fields(
         self, fields: Mapping[str, tuple[str | None, dict[str, object]]]
@@ -258,7 +258,7 @@ class Context:
                 raise Reask(str(exc)) from exc
             return yes, {"action": "accept", "content": {"confirm": yes}}
 
-        return Ask(self._settler, self._key(key, "confirm"), spec, resolve)
+        return self.asker.make("confirm", key, spec, resolve)
 
     def elicit_url(self, message: str, url: str, *, key: str | None = None) -> Ask[None]:
         """Send the user to `url` (URL-mode elicitation); resolves once the user consented."""
@@ -269,7 +269,7 @@ class Context:
                 raise Declined(answer.action, message)
             return None, _ACCEPTED
 
-        return Ask(self._settler, self._key(key, "url"), url_spec(message, url), resolve)
+        return self.asker.make("elicit_url", key, url_spec(message, url), resolve, kind="url")
 
     def sample(
         self,
@@ -296,15 +296,15 @@ class Context:
             tool_choice=UNSET if tool_choice is None else tool_choice,
             temperature=UNSET if temperature is None else temperature,
         )
-        return Ask(self._settler, self._key(key, "sample"), sampling_spec(params), resolve_sample)
+        return self.asker.make("sample", key, sampling_spec(params), resolve_sample)
 
     def roots(self, *, key: str | None = None, fallback: object = NO_FALLBACK) -> Ask[list[Root]]:
         """Ask the client for its roots; with `fallback`, clients without `roots` get it instead."""
-        return Ask(self._settler, self._key(key, "roots"), roots_spec(), resolve_roots, fallback)
+        return self.asker.make("roots", key, roots_spec(), resolve_roots, fallback)
 
-    async def gather(self, *asks: Ask[Any]) -> list[Any]:
+    def gather(self, *asks: Ask[Any]) -> Gathered:
         """Await several asks at once: all unanswered ones travel in the same round."""
-        return self._settler.settle(asks)
+        return self.asker.gather(asks)
 
     def idempotency_key(self, key: str) -> str:
         """The idempotency key of `ctx.once(key, ...)` in this flow: 32 hex characters.
@@ -390,8 +390,3 @@ class Context:
             logger=UNSET if logger is None else logger,
         )
         await self._sink(LoggingMessageNotification(params=params))
-
-    # -- keys ------------------------------------------------------------------------------------
-    def _key(self, key: str | None, kind: str) -> str:
-        self._counter += 1
-        return key if key is not None else f"{kind}-{self._counter}"

@@ -92,6 +92,7 @@ class Dispatcher:
         tasks: TaskPolicy | None = None,
         telemetry: ServerTelemetry | None = None,
         lease: float = 30.0,
+        on_unawaited_ask: Callable[[str], None] | None = None,
     ) -> None:
         """`store` defaults to a MemoryStore of this Dispatcher's own (exactly-once in this
         process); None turns exactly-once off (a replayed round runs again)."""
@@ -122,7 +123,11 @@ class Dispatcher:
         self.lease = lease
         ledger = Ledger(store, self.log, lease=lease) if store is not None else None
         self._ledger = ledger
-        engine = RoundEngine(self.sealer, max_rounds=max_rounds, ledger=ledger)
+        # A handler that returned with an ask it never awaited (a missing `await`): a warning in
+        # the log unless told otherwise (TestClient fails the test).
+        self.on_unawaited_ask = on_unawaited_ask
+        engine = RoundEngine(self.sealer, max_rounds=max_rounds, ledger=ledger,
+                             on_unawaited=on_unawaited_ask or self.log.warning)
         self._lister = Lister(server, meta)
         self._runner = Runner(server, engine, meta, self.log)
         # Tasks live in the store (any replica answers); without one, in this process only.
@@ -154,7 +159,8 @@ class Dispatcher:
             self.store if self.store_given else _Default.OWN)
         return Dispatcher(self.server, sealer=sealer if sealer is not None else self.sealer,
                           max_rounds=self.max_rounds, logger=self.log, store=chosen,
-                          tasks=self._tasks, telemetry=self.telemetry, lease=self.lease)
+                          tasks=self._tasks, telemetry=self.telemetry, lease=self.lease,
+                          on_unawaited_ask=self.on_unawaited_ask)
 
     # -- transport-facing ----------------------------------------------------------------------
     def in_process_transport(self, *, principal: str | None = None) -> MemoryTransport:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from mrtr.server._asks import (
     Reask,
     Suspend,
     capability_missing,
+    dropped_message,
     request_shape,
     required_capability,
 )
@@ -78,8 +80,12 @@ class RoundEngine:
         max_rounds: int = 16,
         random: Callable[[int], bytes] | None = None,
         ledger: Ledger | None = None,
+        on_unawaited: Callable[[str], None] | None = None,
     ) -> None:
         self._sealer = sealer
+        # Told when a handler returned with asks it never awaited: a warning unless replaced
+        # (TestClient fails the test instead).
+        self.on_unawaited = on_unawaited or logging.getLogger("mrtr.server").warning
         self.ledger = ledger  # None: rounds may be redeemed again (no store)
         self._max_rounds = max_rounds
         self._random = random  # tests inject one; None: prefix + serial below
@@ -211,6 +217,10 @@ class Round:
             raise SuspendSwallowed(
                 f"the handler returned after asking for {sorted(self.asked)}: it caught mrtr's "
                 "Suspend (a bare `except:` or `except BaseException`); re-raise it")
+        sent = list(value.asks.values()) if isinstance(value, InputRequired) else []
+        dropped = ctx.asker.dropped(sent)  # guard style sends its Asks without awaiting them
+        if dropped:
+            self._engine.on_unawaited(dropped_message(dropped))
         if isinstance(value, InputRequired):
             return self._suspend_guard(value)
         return value

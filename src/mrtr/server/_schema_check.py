@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from mrtr.errors import MrtrError
+from mrtr.protocol._formats import email_problem
 
 __all__ = ["Checker", "FormInvalid", "validate_against_schema"]
 
@@ -33,7 +34,6 @@ class FormInvalid(MrtrError, ValueError):
         super().__init__(self.message)
 
 
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 _FORMATS = ("email", "uri", "date", "date-time")
 _TEMPORAL = ("date", "date-time")
@@ -52,13 +52,23 @@ _MESSAGES = types.MappingProxyType({
 })
 
 
+class FormatProblem(ValueError):
+    """Why a value does not match its `format`, when there is more to say than the format."""
+
+
 def format_ok(fmt: str, value: object) -> bool:
-    """Whether a string `value` is a pragmatic match for `format` (non-strings pass)."""
+    """Whether a string `value` is a pragmatic match for `format` (non-strings pass).
+
+    Raises FormatProblem with the reason for an email address that is not one.
+    """
     if not isinstance(value, str):
         return True
+    if fmt == "email":
+        problem = email_problem(value)
+        if problem is not None:
+            raise FormatProblem(problem)
+        return True
     try:
-        if fmt == "email":
-            return _EMAIL.fullmatch(value) is not None
         if fmt == "uri":
             parts = urlsplit(value)
             return (_SCHEME.fullmatch(parts.scheme) is not None and not re.search(r"\s", value)
@@ -107,7 +117,11 @@ def _explain(error: Any, props: Mapping[str, Mapping[str, object]]) -> list[tupl
     elif len(path) > 1:
         keyword = "items"
     if keyword in _MESSAGES or keyword in ("enum", "items", "format", "type"):
-        return [(key, describe(keyword, props.get(key, {})))]
+        text = describe(keyword, props.get(key, {}))
+        if keyword == "format" and isinstance(error.cause, FormatProblem):
+            reason = str(error.cause).rstrip(".")
+            text = f"{text} ({reason[:1].lower()}{reason[1:]})"
+        return [(key, text)]
     return [(key, str(error.message))]
 
 
@@ -123,7 +137,7 @@ class Checker:
 
         formats = jsonschema.FormatChecker(formats=())
         for fmt in _FORMATS:
-            formats.checks(fmt)(functools.partial(format_ok, fmt))
+            formats.checks(fmt, raises=FormatProblem)(functools.partial(format_ok, fmt))
         self.validator = jsonschema.Draft202012Validator(schema, format_checker=formats)
         self.props = typing.cast(Mapping[str, Mapping[str, object]],
                                  schema.get("properties") or {})

@@ -72,6 +72,7 @@ def as_async(fn: Callable[..., Any]) -> Handler:
 
     A thread cannot be interrupted: when the awaiting task is cancelled (client gone, timeout)
     the thread runs on, and `ctx.cancelled` is set so a handler that takes a Context can stop.
+    Nor can a thread await: an ask made there raises TypeError (make the handler `async def`).
     """
     if inspect.iscoroutinefunction(fn):
         return fn
@@ -81,6 +82,7 @@ def as_async(fn: Callable[..., Any]) -> Handler:
         if not (args and isinstance(args[0], Context)):  # the Context, when wanted, comes first
             return await asyncio.to_thread(fn, *args, **kwargs)
         cancelled = args[0].cancelled  # made here, on the loop, before the thread can race for it
+        args[0].asker.in_thread = True
         try:
             return await asyncio.to_thread(fn, *args, **kwargs)
         except asyncio.CancelledError:
