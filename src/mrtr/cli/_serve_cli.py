@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mrtr.auth import AuthSettings
+    from mrtr.serving import ConnectionLimits
 
 __all__ = ["register"]
 
@@ -88,6 +89,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       "is given (repeatable; loopback names are always accepted)")
     http.add_argument("--debug-worker-header", action="store_true",
                       help="add Mcp-Debug-Worker: <pid> to HTTP replies (testing)")
+    _add_limit_options(serve)
     _add_auth_options(serve)
     keys = serve.add_argument_group("requestState keys")
     keys.add_argument("--ephemeral-key", action="store_true",
@@ -141,12 +143,46 @@ def _run_serve(args: argparse.Namespace) -> int:
             access_log=args.access_log,
             auth=_auth_settings(args),
             allow_unshared_store=args.allow_unshared_store,
+            limits=_limits(args),
         )
     except (ValueError, ImportError, AttributeError) as exc:
         print(f"mrtr serve: {_flagged(exc)}", file=sys.stderr)
         return 2
     finally:
         sys.stdout = stdout  # main() may be called in-process (tests, embedding)
+
+
+def _add_limit_options(serve: argparse.ArgumentParser) -> None:
+    # The defaults are ConnectionLimits' (a test checks): `mrtr call` must not import serving.
+    limits = serve.add_argument_group(
+        "connection limits (docs/deploy.md#slow-clients)",
+        "What one client may hold, per worker; a connection past a deadline is closed.")
+    limits.add_argument("--header-timeout", type=float, metavar="SECONDS",
+                        help="a request's line and headers must arrive within this long of the "
+                        "connection opening, or of their first byte on a kept-alive "
+                        "connection (default 10)")
+    limits.add_argument("--body-timeout", type=float, metavar="SECONDS",
+                        help="a request's body must arrive within this long of its headers "
+                        "(default 30)")
+    limits.add_argument("--idle-timeout", type=float, metavar="SECONDS",
+                        help="how long a kept-alive connection may wait for its next request "
+                        "(default 5)")
+    limits.add_argument("--max-connections", type=int, metavar="N",
+                        help="open connections per worker; requests beyond it get 503 "
+                        "(default 1000)")
+    limits.add_argument("--backlog", type=int, metavar="N",
+                        help="connections the kernel queues before they are accepted "
+                        "(default 2048)")
+
+
+_LIMITS = ("header_timeout", "body_timeout", "idle_timeout", "max_connections", "backlog")
+
+
+def _limits(args: argparse.Namespace) -> ConnectionLimits:
+    from mrtr.serving import ConnectionLimits
+
+    given = {name: getattr(args, name) for name in _LIMITS if getattr(args, name) is not None}
+    return ConnectionLimits(**given)
 
 
 def _add_auth_options(serve: argparse.ArgumentParser) -> None:
@@ -191,7 +227,8 @@ def _auth_settings(args: argparse.Namespace) -> AuthSettings | None:
 def _flagged(exc: Exception) -> str:
     """serve()'s settings errors name parameters; on the command line they are options."""
     text = str(exc)
-    for name in ("port", "workers", "path", "ask-timeout"):
+    for name in ("port", "workers", "path", "ask-timeout", "header-timeout", "body-timeout",
+                 "idle-timeout", "max-connections", "backlog"):
         if text.startswith(f"{name} must "):
             return f"--{text}"
     return text

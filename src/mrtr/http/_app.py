@@ -30,6 +30,7 @@ from mrtr.server import Dispatcher, Peer, Principal, Server
 from mrtr.server._failures import (
     auth_refusal,
     bad_request,
+    body_timed_out,
     error_reply,
     host_refused,
     http_refusal,
@@ -82,7 +83,9 @@ class McpApp:
     `allowed_hosts` lists the names accepted in `Host` and in `Origin`: `name` on any port, or
     `name:port` exactly; None accepts the loopback names on any port. `allowed_origins` adds
     full origins (`https://app.example`).
-    `max_body` is in bytes; `request_timeout` and `keepalive` are in seconds.
+    `max_body` is in bytes; `request_timeout` and `keepalive` are in seconds. `body_timeout`
+    (seconds, None: no deadline) bounds the time a request's body takes to arrive; after it the
+    request gets 408 and its connection is closed (a client dribbling the body cannot hold it).
     `sessions` also serves `initialize` clients (2025-11-25 and earlier) on the same path;
     `ask_timeout` is how long their server→client requests wait for an answer (seconds).
     `health` serves `GET /healthz` and `GET /readyz` (docs/operations.md) beside `path`.
@@ -98,6 +101,7 @@ class McpApp:
         allowed_origins: Sequence[str] | None = None,
         authenticator: Authenticator | ProtectedResource | None = None,
         max_body: int = 4 * 1024 * 1024,
+        body_timeout: float | None = 30.0,
         request_timeout: float = 300.0,
         keepalive: float = 15.0,
         expose_worker: bool = False,
@@ -114,6 +118,7 @@ class McpApp:
         self.authenticator = authenticator
         self.guard = authenticator if isinstance(authenticator, ProtectedResource) else None
         self.max_body = max_body
+        self.body_timeout = body_timeout
         self.request_timeout = request_timeout
         self.keepalive = keepalive
         self.expose_worker = expose_worker
@@ -318,6 +323,15 @@ class McpApp:
                 raise bad_request("invalid Content-Length")
             if int(declared) > self.max_body:
                 raise too_large(self.max_body)
+        if self.body_timeout is None:
+            return await self._receive_body(receive)
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                return await self._receive_body(receive)
+        except TimeoutError:
+            raise body_timed_out(self.body_timeout) from None
+
+    async def _receive_body(self, receive: ASGIReceive) -> bytes | None:
         chunks: list[bytes] = []
         size = 0
         while True:

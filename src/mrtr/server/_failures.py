@@ -53,12 +53,12 @@ from mrtr.server._results import ToolError, tool_error
 from mrtr.server._schema import ArgumentsInvalid
 
 __all__ = [
-    "ask_failed", "auth_refusal", "bad_request", "batch_refused", "error_refusal", "error_reply",
-    "failed_reply", "host_refused", "http_refusal", "in_flight", "legacy_error", "line_too_long",
-    "not_a_request", "not_found", "not_json", "post_only", "probe_method", "Refusal",
-    "scope_refusal", "session_not_found", "session_required", "session_version", "task_error",
-    "timed_out", "too_large", "too_many_rounds", "too_many_tasks", "tool_failure", "unanswered",
-    "unready", "unsupported_media_type", "wire_error",
+    "ask_failed", "auth_refusal", "bad_request", "batch_refused", "body_timed_out",
+    "error_refusal", "error_reply", "failed_reply", "host_refused", "http_refusal", "in_flight",
+    "legacy_error", "line_too_long", "not_a_request", "not_found", "not_json", "post_only",
+    "probe_method", "Refusal", "scope_refusal", "session_not_found", "session_required",
+    "session_version", "task_error", "timed_out", "too_large", "too_many_rounds", "too_many_tasks",
+    "tool_failure", "unanswered", "unready", "unsupported_media_type", "wire_error",
 ]
 
 RequestId = str | int | None
@@ -239,6 +239,12 @@ def bad_request(reason: str) -> Refusal:
 
 def too_large(limit: int) -> Refusal:
     return _refused(413, f"Payload Too Large: the limit is {limit} bytes")
+
+
+def body_timed_out(seconds: float) -> Refusal:
+    """A body that did not arrive within the app's deadline: 408, and the connection closed."""
+    return _refused(408, f"Request Timeout: the body did not arrive within {seconds:g} s",
+                    [(b"connection", b"close")])
 
 
 def auth_refusal(exc: Unauthorized, request_id: RequestId = None) -> Refusal:

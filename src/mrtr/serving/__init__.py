@@ -1,15 +1,17 @@
 """Serving: the process runner behind `mrtr serve`, `Server.run()` and `Server.http_app()`.
 
-Targets, the per-user key file, the store a process uses, log configuration, uvicorn workers.
+Targets, the per-user key file, the store a process uses, log configuration, uvicorn workers,
+and the limits on what one HTTP connection may hold.
 """
 
 import warnings
 
+from mrtr.serving._connections import ConnectionLimits
 from mrtr.serving._launch import http_app, run
 from mrtr.serving._logging import JsonFormatter, RequestContext
 from mrtr.serving._serve import serve
 
-__all__ = ["http_app", "JsonFormatter", "RequestContext", "run", "serve"]
+__all__ = ["ConnectionLimits", "http_app", "JsonFormatter", "RequestContext", "run", "serve"]
 
 
 def __getattr__(name: str) -> object:

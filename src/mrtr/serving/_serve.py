@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from mrtr.http._app import McpApp
 from mrtr.http._hosts import LOOPBACK
 from mrtr.server import Dispatcher, Server, generate_key, parse_keys
+from mrtr.serving._connections import ConnectionLimits
 from mrtr.serving._keyfile import read_or_create_key
 from mrtr.serving._logging import log_config
 from mrtr.serving._stores import EPHEMERAL, KeyOrigin, run_store, with_store
@@ -78,6 +79,7 @@ def serve(
     access_log: bool = False,
     auth: AuthSettings | None = None,
     allow_unshared_store: bool = False,
+    limits: ConnectionLimits | None = None,
 ) -> int:
     """Serve `target` (`module:attribute` or `file.py:attribute`) until SIGINT/SIGTERM or EOF.
 
@@ -92,8 +94,10 @@ def serve(
     the caller holds it (`Server.run`).
     `log_format` is "text" or "json" (one object per line, docs/operations.md); `access_log`
     adds uvicorn's line per HTTP request. `auth` makes the HTTP endpoint an OAuth resource
-    server (docs/auth.md). Returns the process exit status. Raises ValueError for a bad
-    setting, target or key.
+    server (docs/auth.md). `limits` bound what each HTTP connection may hold: deadlines for a
+    request's headers and body, the idle keep-alive time, how many at once (default
+    `ConnectionLimits()`, docs/deploy.md#slow-clients). Returns the process exit status.
+    Raises ValueError for a bad setting, target or key.
     """
     _check_settings(port, workers, path, ask_timeout)
     logs = log_config(log_level, log_format, access_log)  # ValueError: before anything starts
@@ -108,14 +112,15 @@ def serve(
         return _serve(target, obj, host=host, port=port, workers=workers, path=path,
                       stdio=stdio, keys=keys, allowed_hosts=allowed_hosts,
                       expose_worker=expose_worker, logs=logs,
-                      ask_timeout=ask_timeout, store=url, auth=auth)
+                      ask_timeout=ask_timeout, store=url, auth=auth,
+                      limits=limits or ConnectionLimits())
 
 
 def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: int,
            workers: int, path: str, stdio: bool, keys: Sequence[bytes] | None,
            allowed_hosts: Sequence[str] | None, expose_worker: bool,
            logs: dict[str, Any], ask_timeout: float, store: str,
-           auth: AuthSettings | None = None) -> int:
+           auth: AuthSettings | None, limits: ConnectionLimits) -> int:
     if stdio:
         asyncio.run(serve_stdio(with_store(_dispatcher(target, obj, keys), store),
                                 ask_timeout=ask_timeout))
@@ -137,13 +142,14 @@ def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: 
         os.environ[ENV_STORE] = store  # like the key: every worker opens the same store
         try:
             return _serve_workers(target, host, port, workers, path, keys, hosts,
-                                  expose_worker, logs, shown)
+                                  expose_worker, logs, shown, limits)
         finally:  # the temp store is gone after this run: never leave its URL behind
             os.environ.pop(ENV_STORE, None)
             if saved is not None:
                 os.environ[ENV_STORE] = saved
     app = _app(obj, keys, path, hosts, expose_worker, ask_timeout, store, auth)
-    return _run_uvicorn(app, host=host, port=port, workers=1, logs=logs, path=shown)
+    return _run_uvicorn(app, host=host, port=port, workers=1, logs=logs, path=shown,
+                        limits=limits)
 
 
 def _worker_app() -> McpApp | ASGIApp:
@@ -227,8 +233,10 @@ def _app(obj: Server | Dispatcher | ASGIApp, keys: Sequence[bytes] | None,
             from mrtr.auth import ResourceServer  # only a server with auth loads JWT and httpx
 
             guard = ResourceServer(auth)
+        # body_timeout=None: the connection's protocol enforces --body-timeout (_uvicorn.py).
         return McpApp(with_store(with_keys(obj, keys), store), path=path, allowed_hosts=hosts,
-                      expose_worker=expose_worker, ask_timeout=ask_timeout, authenticator=guard)
+                      expose_worker=expose_worker, ask_timeout=ask_timeout, authenticator=guard,
+                      body_timeout=None)
     if isinstance(obj, McpApp) and keys:
         obj.dispatcher = with_keys(obj.dispatcher, keys)  # states must open in every worker
     if isinstance(obj, McpApp):
@@ -247,6 +255,7 @@ def _serve_workers(
     expose_worker: bool,
     logs: dict[str, Any],
     shown: str,
+    limits: ConnectionLimits,
 ) -> int:
     if not keys:
         # Design: one key generated here and handed to every worker, so states cross workers.
@@ -263,21 +272,25 @@ def _serve_workers(
         _WORKER_ENV: "1" if expose_worker else "0",
     })
     return _run_uvicorn("mrtr.serving._serve:_worker_app", host=host, port=port,
-                        workers=workers, logs=logs, path=shown)
+                        workers=workers, logs=logs, path=shown, limits=limits)
 
 
 def _run_uvicorn(app: McpApp | ASGIApp | str, *, host: str, port: int, workers: int,
-                 logs: dict[str, Any], path: str) -> int:
+                 logs: dict[str, Any], path: str, limits: ConnectionLimits) -> int:
     import uvicorn  # the ASGI server is an optional dependency (mrtr[cli])
 
-    config = uvicorn.Config(
+    from mrtr.serving._uvicorn import BoundedConfig, protocol_class
+
+    limits.check_open_files()
+    config = BoundedConfig(
         app,
+        limits=limits,
         host=host,
         port=port,
         workers=workers,
         factory=isinstance(app, str),
         loop="uvloop" if _has("uvloop") else "asyncio",
-        http="httptools" if _has("httptools") else "h11",
+        http=protocol_class("httptools" if _has("httptools") else "h11"),
         lifespan="on",
         access_log=logs["loggers"]["uvicorn.access"]["propagate"],
         log_config=logs,  # applied in each worker process too
