@@ -20,6 +20,8 @@ __all__ = [
     "Forbidden",
     "from_wire",
     "HeaderMismatch",
+    "IdempotencyKeyConflict",
+    "IdempotencyKeyInProgress",
     "InsufficientScope",
     "InternalError",
     "InvalidParams",
@@ -249,6 +251,32 @@ class UnsupportedProtocolVersion(ProtocolError):
         super().__init__(message, data={"supported": self.supported, "requested": requested})
 
 
+class IdempotencyKeyConflict(InvalidParams):
+    """The `idempotencyKey` was already used by this caller for another call (another tool or
+    other arguments): -32602 with `data` {"type": "idempotency_key_conflict"}. Not retryable
+    with this key; a new call needs a new key (docs/deploy.md, "Idempotency keys")."""
+
+    DATA_TYPE: ClassVar[str] = "idempotency_key_conflict"
+    default_message = "Idempotency key already used for another call"
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, data={"type": self.DATA_TYPE})
+
+
+class IdempotencyKeyInProgress(InternalError):
+    """The first call with this `idempotencyKey` is still running: retry after `retry_after`
+    seconds and get its outcome. -32603 with `data` {"type": "idempotency_key_in_progress",
+    "retryAfter": seconds}; over HTTP a 409 (Conflict, as for HTTP idempotency keys)."""
+
+    http_status = 409
+    DATA_TYPE: ClassVar[str] = "idempotency_key_in_progress"
+    default_message = "A call with this idempotency key is in progress; retry shortly"
+
+    def __init__(self, message: str | None = None, *, retry_after: float = 1.0) -> None:
+        super().__init__(message, data={"type": self.DATA_TYPE, "retryAfter": retry_after})
+        self.retry_after = retry_after  # HTTP sends it as Retry-After (whole seconds)
+
+
 _BY_CODE: dict[int, type[ProtocolError]] = {
     cls.code: cls
     for cls in (
@@ -280,6 +308,13 @@ def from_wire(error: object) -> ProtocolError:
     data = error.get("data")
     text = message if isinstance(message, str) else None
     cls = _BY_CODE.get(code) if isinstance(code, int) else None
+    kind = data.get("type") if isinstance(data, dict) else None
+    if cls is InvalidParams and kind == IdempotencyKeyConflict.DATA_TYPE:
+        return IdempotencyKeyConflict(text)
+    if cls is InternalError and kind == IdempotencyKeyInProgress.DATA_TYPE:
+        after = data.get("retryAfter") if isinstance(data, dict) else None
+        seconds = after if isinstance(after, int | float) and not isinstance(after, bool) else 1.0
+        return IdempotencyKeyInProgress(text, retry_after=float(seconds))
     if cls is MissingRequiredClientCapability:
         req = data.get("requiredCapabilities") if isinstance(data, dict) else None
         return MissingRequiredClientCapability(req if isinstance(req, dict) else {}, text)

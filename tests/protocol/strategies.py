@@ -116,6 +116,8 @@ FIELD_OVERRIDES: dict[tuple[type, str], st.SearchStrategy[Any]] = {
     (p.Task, "created_at"): TIMESTAMP,
     (p.Task, "last_updated_at"): TIMESTAMP,
     (p.Task, "ttl_ms"): st.none() | st.integers(0, SAFE_INT),
+    (p.CallToolRequestParams, "idempotency_key"): st.text(  # as decode accepts it
+        st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=40),
 }
 _cls: type[msgspec.Struct]
 for _cls in (

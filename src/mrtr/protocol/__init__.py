@@ -224,13 +224,18 @@ from ._tasks import (
     UpdateTaskResult,
 )
 from ._tools import (
+    IDEMPOTENCY_CAPABILITY,
+    MAX_IDEMPOTENCY_KEY_LENGTH,
     CallToolRequest,
     CallToolRequestParams,
     CallToolResult,
+    IdempotencyKey,
     ListToolsRequest,
     ListToolsResult,
     Tool,
     ToolAnnotations,
+    idempotency_declared,
+    valid_idempotency_key,
 )
 from ._wire import (
     JSON,
@@ -258,6 +263,7 @@ __all__ = [
     "encode_header_value", "encode_line", "encode_message", "encode_result", "encode_sse_event",
     "EnumOption", "ErrorObject", "FrameTooLarge", "GetPromptRequest", "GetPromptRequestParams",
     "GetPromptResult", "GetTaskRequest", "GetTaskRequestParams", "GetTaskResult", "Icon",
+    "IDEMPOTENCY_CAPABILITY", "idempotency_declared", "IdempotencyKey",
     "ImageContent", "Implementation", "InitializedNotification", "InitializeRequest",
     "InitializeRequestParams", "InitializeResult", "InputRequest", "InputRequiredResult",
     "InputResponse", "JSON", "JSONObject", "JSONRPCErrorResponse", "JSONRPCRequest",
@@ -265,7 +271,8 @@ __all__ = [
     "ListPromptsRequest", "ListPromptsResult", "ListResourcesRequest", "ListResourcesResult",
     "ListResourceTemplatesRequest", "ListResourceTemplatesResult", "ListRootsRequest",
     "ListRootsResult", "ListToolsRequest", "ListToolsResult", "LOG_LEVEL_KEY", "LoggingLevel",
-    "LoggingMessageNotification", "LoggingMessageNotificationParams", "METHODS", "MethodSpec",
+    "LoggingMessageNotification", "LoggingMessageNotificationParams",
+    "MAX_IDEMPOTENCY_KEY_LENGTH", "METHODS", "MethodSpec",
     "MethodTagged", "ModelHint", "ModelPreferences", "negotiate_version", "NotificationParams",
     "NumberSchema", "PaginatedRequestParams", "PingRequest", "PrimitiveSchemaDefinition",
     "ProgressNotification", "ProgressNotificationParams", "ProgressToken", "Prompt",
@@ -290,5 +297,5 @@ __all__ = [
     "ToolResultContent", "ToolUseContent", "TypeTagged", "UnknownNotification", "UNSET",
     "UnsetType", "UnsubscribeRequest", "UntitledEnumItems", "UntitledMultiSelectEnumSchema",
     "UntitledSingleSelectEnumSchema", "UpdateTaskRequest", "UpdateTaskRequestParams",
-    "UpdateTaskResult", "Wire",
+    "UpdateTaskResult", "valid_idempotency_key", "Wire",
 ]

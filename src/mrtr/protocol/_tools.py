@@ -1,8 +1,14 @@
-"""Tools: the Tool entity, `tools/list` and `tools/call`."""
+"""Tools: the Tool entity, `tools/list` and `tools/call` (with its optional idempotency key)."""
 
+# Design: `idempotencyKey` is the SEP-3182 proposal's field (a closed PR on the spec repository,
+# not in the 2026-07-28 schema, whose params objects allow extra members). It is bounded here, at
+# decode: 1 to 255 visible ASCII characters, so a key is a short opaque token the server can store
+# and log; anything else is -32602 before a handler runs. A server declares the feature with
+# `tools: {"idempotency": {}}` (IDEMPOTENCY_CAPABILITY) in its capabilities.
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -12,14 +18,38 @@ from ._meta import Icon, RequestId, RequestMeta
 from ._wire import JSON, UNSET, JSONObject, UnsetType, Wire
 
 __all__ = [
+    "IDEMPOTENCY_CAPABILITY",
+    "MAX_IDEMPOTENCY_KEY_LENGTH",
     "CallToolRequest",
     "CallToolRequestParams",
     "CallToolResult",
     "ListToolsRequest",
     "ListToolsResult",
     "Tool",
+    "IdempotencyKey",
     "ToolAnnotations",
+    "idempotency_declared",
+    "valid_idempotency_key",
 ]
+
+IDEMPOTENCY_CAPABILITY = "idempotency"  # the key under `capabilities.tools`
+MAX_IDEMPOTENCY_KEY_LENGTH = 255
+_KEY_PATTERN = r"^[!-~]+\Z"  # visible ASCII: no spaces, no control characters (\Z: no "\n")
+IdempotencyKey = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=MAX_IDEMPOTENCY_KEY_LENGTH, pattern=_KEY_PATTERN)
+]
+_KEY = re.compile(_KEY_PATTERN)
+
+
+def valid_idempotency_key(key: object) -> bool:
+    """Whether `key` is a well-formed `idempotencyKey` (1 to 255 visible ASCII characters)."""
+    return (isinstance(key, str) and 0 < len(key) <= MAX_IDEMPOTENCY_KEY_LENGTH
+            and _KEY.match(key) is not None)
+
+
+def idempotency_declared(tools: object) -> bool:
+    """Whether a server's `capabilities.tools` object declares `idempotency`."""
+    return isinstance(tools, dict) and isinstance(tools.get(IDEMPOTENCY_CAPABILITY), dict)
 
 
 class ToolAnnotations(Wire, frozen=True, kw_only=True):
@@ -72,6 +102,8 @@ class CallToolRequestParams(Wire, frozen=True, kw_only=True):
     arguments: JSONObject | UnsetType = UNSET
     input_responses: dict[str, JSONObject] | UnsetType = UNSET
     request_state: str | UnsetType = UNSET
+    # Names one logical call across retries and MRTR rounds (docs/deploy.md, "Idempotency keys").
+    idempotency_key: IdempotencyKey | UnsetType = UNSET
     meta: RequestMeta = msgspec.field(name="_meta")
 
 

@@ -11,6 +11,7 @@ from mrtr.server._asks import Ask, Declined, Elicited
 from mrtr.server._context import Context
 from mrtr.server._dispatch import Dispatcher, Reply
 from mrtr.server._forms import Choices, Confirmation, Email, Form, FormInvalid, Uri
+from mrtr.server._idempotency import IdempotencyPolicy
 from mrtr.server._in_process import MemoryTransport
 from mrtr.server._peer import Notifier, Peer, Principal
 from mrtr.server._registry import CachePolicy, Server
@@ -38,6 +39,7 @@ __all__ = [
     "FormInvalid",
     "generate_key",
     "Header",
+    "IdempotencyPolicy",
     "InputRequired",
     "MemoryTransport",
     "Notifier",

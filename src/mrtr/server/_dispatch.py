@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mrtr.errors import MethodNotFound, ProtocolError
 from mrtr.protocol import (
+    IDEMPOTENCY_CAPABILITY,
     METHODS,
     SERVER_INFO_KEY,
     SUPPORTED_VERSIONS,
@@ -34,6 +35,7 @@ from mrtr.protocol import (
 )
 from mrtr.server._asks import Suspend
 from mrtr.server._failures import error_reply, failed_reply
+from mrtr.server._idempotency import IdempotencyKeys, IdempotencyPolicy
 from mrtr.server._ledger import Ledger
 from mrtr.server._listing import Lister
 from mrtr.server._peer import Notifier, Peer
@@ -63,6 +65,7 @@ class _Default(enum.Enum):
 
 
 Message = Any  # a decoded ClientRequest or ClientNotification Struct
+_KEYS = IdempotencyPolicy()  # the default: idempotency keys honoured whenever there is a store
 
 # The server capability each method needs (None: always served), and the params attribute
 # its `Mcp-Name` header mirrors.
@@ -78,7 +81,8 @@ class Dispatcher:
     """The engine serving one Server's requests with one Sealer (and store, telemetry).
 
     `McpApp(server)` and `mrtr serve` build one; build it yourself to configure it (keys, store,
-    max_rounds, telemetry) or to call `serve_stdio`.
+    max_rounds, telemetry, `idempotency`: an IdempotencyPolicy, or None to ignore keys) or to
+    call `serve_stdio`.
     """
 
     def __init__(
@@ -93,6 +97,7 @@ class Dispatcher:
         telemetry: ServerTelemetry | None = None,
         lease: float = 30.0,
         on_unawaited_ask: Callable[[str], None] | None = None,
+        idempotency: IdempotencyPolicy | None = _KEYS,
     ) -> None:
         """`store` defaults to a MemoryStore of this Dispatcher's own (exactly-once in this
         process); None turns exactly-once off (a replayed round runs again)."""
@@ -135,6 +140,12 @@ class Dispatcher:
                         tasks if tasks is not None else server.tasks)
         self.tasks = TaskRunner(server, engine, book, meta, self.log, invoke_tool)
         self._runner.tasks = self.tasks
+        # `idempotencyKey` on tools/call, with a store only (_idempotency.py, docs/deploy.md);
+        # None: keys are ignored and `tools.idempotency` is not declared.
+        self.idempotency_policy = idempotency
+        self.idempotency = (IdempotencyKeys(ledger.store, idempotency, self.log,
+                                            self._runner.call_tool, lease=lease)
+                            if ledger is not None and idempotency is not None else None)
         task_methods = TaskMethods(self.tasks)
         self._routes: dict[str, Callable[[Any, Peer, Notifier | None], Any]] = {
             "server/discover": self._discover,
@@ -142,7 +153,8 @@ class Dispatcher:
             "prompts/list": self._lister.prompts,
             "resources/list": self._lister.resources,
             "resources/templates/list": self._lister.templates,
-            "tools/call": self._runner.call_tool,
+            "tools/call": (self.idempotency.call_tool if self.idempotency is not None
+                           else self._runner.call_tool),
             "prompts/get": self._runner.get_prompt,
             "resources/read": self._runner.read_resource,
             "completion/complete": self._complete,
@@ -160,7 +172,8 @@ class Dispatcher:
         return Dispatcher(self.server, sealer=sealer if sealer is not None else self.sealer,
                           max_rounds=self.max_rounds, logger=self.log, store=chosen,
                           tasks=self._tasks, telemetry=self.telemetry, lease=self.lease,
-                          on_unawaited_ask=self.on_unawaited_ask)
+                          on_unawaited_ask=self.on_unawaited_ask,
+                          idempotency=self.idempotency_policy)
 
     # -- transport-facing ----------------------------------------------------------------------
     def in_process_transport(self, *, principal: str | None = None) -> MemoryTransport:
@@ -233,10 +246,13 @@ class Dispatcher:
         return await self.handle(message, peer, sink)
 
     async def drain(self, timeout: float = 10.0) -> bool:
-        """Before the process stops: wait (up to `timeout` seconds) for `ctx.once` work still
-        running in the background for requests that went away, so that its outcome is recorded
-        rather than left to the lease (docs/deploy.md). True when nothing is left."""
-        return await self._ledger.drain(timeout) if self._ledger is not None else True
+        """Before the process stops: wait (up to `timeout` seconds) for `ctx.once` work and keyed
+        calls (`idempotencyKey`) still running in the background for requests that went away,
+        so that their outcomes are recorded rather than left to the lease (docs/deploy.md).
+        True when nothing is left."""
+        calls = await self.idempotency.drain(timeout) if self.idempotency is not None else True
+        once = await self._ledger.drain(timeout) if self._ledger is not None else True
+        return calls and once
 
     # -- helpers -------------------------------------------------------------------------------
     def _check_headers(self, message: Message, headers: Mapping[str, str]) -> None:
@@ -263,7 +279,8 @@ class Dispatcher:
     def capabilities(self) -> ServerCapabilities:
         tables = self.server.tables
         return ServerCapabilities(
-            tools={} if tables.tools else UNSET,
+            tools=({IDEMPOTENCY_CAPABILITY: {}} if self.idempotency is not None else {})
+            if tables.tools else UNSET,
             prompts={} if tables.prompts else UNSET,
             resources={} if tables.resources or tables.templates else UNSET,
             completions={} if tables.completions else UNSET,

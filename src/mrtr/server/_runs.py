@@ -60,12 +60,16 @@ class Runner:
 
     def _open(
         self, request: Any, peer: Peer, sink: Notifier | None, target: str,
-        arguments: object,
+        arguments: object, flow_id: str = "",
     ) -> tuple[Round, Context]:
-        """Open the round now (unseal any state; ProtocolError here) and build its Context."""
+        """Open the round now (unseal any state; ProtocolError here) and build its Context.
+
+        `flow_id` names a round 1's flow (an idempotency key's, see _idempotency.py)."""
         params = request.params
         bind = _LazyBinding(request.method, target, arguments, peer.principal)
         round_ = self._engine.open(params.request_state, bind)
+        if flow_id and not round_.flow.flow_id:
+            round_.flow.flow_id = flow_id
         responses = params.input_responses if params.input_responses is not UNSET else {}
         ctx = round_.context(request_id=request.id, meta=params.meta, peer=peer,
                              input_responses=responses, sink=sink)
@@ -89,7 +93,7 @@ class Runner:
 
     # -- tools/call ------------------------------------------------------------------------------
     async def call_tool(
-        self, request: CallToolRequest, peer: Peer, sink: Notifier | None
+        self, request: CallToolRequest, peer: Peer, sink: Notifier | None, *, flow_id: str = ""
     ) -> CallToolResult | InputRequiredResult | CreateTaskResult:
         params = request.params
         entry = self._server.tables.tools.get(params.name)
@@ -101,7 +105,8 @@ class Runner:
         if entry.task is not None and self.tasks is not None:
             tasked = _tasked(entry, params.meta.client_capabilities.extensions)
             if tasked:
-                return await self._call_task_tool(request, peer, sink, entry, arguments)
+                return await self._call_task_tool(request, peer, sink, entry, arguments,
+                                                  flow_id)
 
         async def invoke(ctx: Context) -> Any:
             if entry.ask_if_missing:
@@ -110,7 +115,7 @@ class Runner:
                 args = entry.convert(arguments)
             return await (entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args))
 
-        round_, ctx = self._open(request, peer, sink, params.name, arguments)
+        round_, ctx = self._open(request, peer, sink, params.name, arguments, flow_id)
         if self._engine.ledger is not None and round_.flow.round_id:  # round 1: nothing to redeem
             return await self._redeem(round_, request, CallToolResult,
                                       lambda: self._tool_result(entry, round_.run(invoke, ctx)))
@@ -123,13 +128,13 @@ class Runner:
 
     async def _call_task_tool(
         self, request: CallToolRequest, peer: Peer, sink: Notifier | None,
-        entry: ToolEntry, arguments: dict[str, Any],
+        entry: ToolEntry, arguments: dict[str, Any], flow_id: str,
     ) -> CallToolResult | InputRequiredResult | CreateTaskResult:
         """A task tool for a client that declared the tasks extension: a task, after any MRTR
         rounds before `ctx.begin_task()` (the round reaching it returns the task)."""
         tasks, meta = self.tasks, request.params.meta
         assert tasks is not None
-        round_, ctx = self._open(request, peer, sink, entry.tool.name, arguments)
+        round_, ctx = self._open(request, peer, sink, entry.tool.name, arguments, flow_id)
         if not entry.task_later:
             if not entry.ask_if_missing:
                 try:
