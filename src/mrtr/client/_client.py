@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
+import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence, Sized
 from types import TracebackType
 from typing import TypeVar
@@ -54,6 +55,7 @@ from mrtr.protocol import (
     ResourceTemplateReference,
     Tool,
     UnsetType,
+    valid_idempotency_key,
 )
 
 from ._checkpoint import load_checkpoint
@@ -207,9 +209,16 @@ class Client:
     async def call_tool(
         self, name: str, arguments: JSONObject | None = None, *,
         progress: ProgressHandler | None = None, on_task: TaskObserver | None = None,
+        idempotency_key: str | None = None,
     ) -> CallToolResult:
-        """Call a tool, answering input requests and following a task, until its final result."""
-        request = self._tool_request(name, arguments, progress is not None)
+        """Call a tool, answering input requests and following a task, until its final result.
+
+        The call carries `idempotency_key`, or a fresh one when the server declared
+        `tools.idempotency`: the same on every round and retry of this call. Pass your own
+        to retry a call yourself without a second effect (docs/client.md).
+        """
+        key = await self._wire.idempotency_key(idempotency_key)
+        request = self._tool_request(name, arguments, progress is not None, key)
         return await self._flow(request, CallToolResult, progress, TaskState(observer=on_task))
 
     async def get_prompt(
@@ -230,10 +239,20 @@ class Client:
                                 ReadResourceResult, None)
 
     def start_tool_call(
-        self, name: str, arguments: JSONObject | None = None
+        self, name: str, arguments: JSONObject | None = None, *,
+        idempotency_key: str | None = None,
     ) -> ManualFlow[CallToolResult]:
-        """A tool call stepped by hand: see ManualFlow (handlers are not used)."""
-        request, state = self._tool_request(name, arguments, False), TaskState()
+        """A tool call stepped by hand: see ManualFlow (handlers are not used).
+
+        It carries `idempotency_key`, or a fresh one if this Client has already seen the server
+        declare `tools.idempotency` (after any earlier request of an "auto" Client, or
+        `discover()`); the checkpoint keeps it."""
+        key: str | UnsetType = UNSET
+        if idempotency_key is not None or self._wire.declares_idempotency():
+            key = idempotency_key if idempotency_key is not None else str(uuid.uuid4())
+            if not valid_idempotency_key(key):
+                raise ValueError("an idempotency key is 1 to 255 visible ASCII characters")
+        request, state = self._tool_request(name, arguments, False, key), TaskState()
         flow = self._new_flow(request, CallToolResult, False, state)
         return ManualFlow(request, flow, send=self._wire.send_bounded, tasks=state)
 
@@ -255,11 +274,11 @@ class Client:
     # -- internals ----------------------------------------------------------------------------
 
     def _tool_request(
-        self, name: str, arguments: JSONObject | None, progress: bool
+        self, name: str, arguments: JSONObject | None, progress: bool, key: str | UnsetType,
     ) -> CallToolRequest:
         params = CallToolRequestParams(
             name=name, arguments=arguments if arguments is not None else UNSET,
-            meta=self._wire.meta(progress),
+            idempotency_key=key, meta=self._wire.meta(progress),
         )
         return CallToolRequest(id=self._wire.next_id(), params=params)
 

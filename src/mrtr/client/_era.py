@@ -32,6 +32,7 @@ from mrtr.protocol import (
     JSONRPCErrorResponse,
     JSONRPCResultResponse,
     RequestParams,
+    ServerCapabilities,
     decode_server_message,
     encode_message,
 )
@@ -85,6 +86,8 @@ class Era:
         self.client_info = client_info
         self.probe_timeout = probe_timeout
         self.session: Session | None = None
+        # What the probe's DiscoverResult said (None: no probe, or it was answered by an error).
+        self.capabilities: ServerCapabilities | None = None
         self.probes = 0
         self._known = mode == "modern"
         self._lock = asyncio.Lock()
@@ -127,6 +130,7 @@ class Era:
             reply = await self._probe(probe, probe_headers)
             if reply is not None and speaks_modern(reply):
                 self._known = True
+                self.capabilities = _capabilities(reply)
                 return reply if probe is request else None
         session = Session(self.transport, handlers=self.handlers, client_info=self.client_info)
         await session.open()
@@ -147,4 +151,11 @@ class Era:
 
 
 def _ignore(message: bytes) -> None:
+    return None
+
+
+def _capabilities(raw: bytes) -> ServerCapabilities | None:
+    message = decode_server_message(raw, "server/discover")  # speaks_modern decoded it already
+    if isinstance(message, JSONRPCResultResponse) and isinstance(message.result, DiscoverResult):
+        return message.result.capabilities
     return None

@@ -20,7 +20,10 @@ class ClientLimits:
     `max_flow_inputs` those of a whole MRTR flow (TooManyInputs, before any handler runs).
     A task is polled every `pollIntervalMs`, clamped to `min_poll_interval`..`max_poll_interval`
     (seconds), or every `poll_interval` when the server names none; the call's `timeout`
-    bounds the whole wait.
+    bounds the whole wait. A tools/call with an idempotency key, to a server that declared
+    `tools.idempotency`, is resent up to `max_busy_retries` times while the server says the key
+    is in progress (waiting its `retryAfter`, at most `max_poll_interval`) and up to
+    `max_transport_retries` times after a transport failure.
     """
 
     max_pages: int = 100
@@ -30,3 +33,5 @@ class ClientLimits:
     poll_interval: float = 1.0
     min_poll_interval: float = 0.1
     max_poll_interval: float = 30.0
+    max_busy_retries: int = 60
+    max_transport_retries: int = 2

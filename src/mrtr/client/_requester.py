@@ -5,16 +5,29 @@
 # gives `Mcp-*` headers, the TTL cache — and the two recoveries the spec suggests: -32022 →
 # retry once with a version from `supported`, -32020 on tools/call → re-list tools and retry
 # once. The settings a caller may change on a Client (`capabilities`, `timeout`, …) are read
-# from it at each request through `Settings`, never copied.
+# from it at each request through `Settings`, never copied. Idempotency keys (docs/client.md):
+# what the server declares is learned from the DiscoverResults that pass anyway (the era probe,
+# `discover()`, `initialize` in a 2025 session), never from a request sent just to find out; a
+# keyed tools/call to a server that declared `tools.idempotency` is resent with the same key
+# after `idempotency_key_in_progress` (waiting retryAfter) and after a transport failure.
 from __future__ import annotations
 
+import asyncio
 import itertools
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol, TypeVar
 
 import msgspec
 
-from mrtr.errors import HeaderMismatch, ProtocolError, UnsupportedProtocolVersion, from_wire
+from mrtr.errors import (
+    HeaderMismatch,
+    IdempotencyKeyInProgress,
+    ProtocolError,
+    TransportError,
+    UnsupportedProtocolVersion,
+    from_wire,
+)
 from mrtr.protocol import (
     SUPPORTED_VERSIONS,
     TASKS_EXTENSION,
@@ -22,13 +35,17 @@ from mrtr.protocol import (
     CallToolRequest,
     ClientCapabilities,
     CreateTaskResult,
+    DiscoverResult,
     Implementation,
     JSONRPCErrorResponse,
     JSONRPCResultResponse,
     ProgressToken,
     RequestMeta,
+    ServerCapabilities,
     Tool,
     UnsetType,
+    idempotency_declared,
+    valid_idempotency_key,
 )
 
 from ._cache import TTLCache
@@ -36,6 +53,7 @@ from ._deadline import bounded
 from ._era import Era
 from ._errors import UnexpectedResult
 from ._handlers import Handlers
+from ._limits import ClientLimits
 from ._requests import ProgressHandler, Request, decode_reply, progress_sink, request_headers
 from ._steps import FlowRequest, TaskRequest
 from ._tools import ToolIndex
@@ -57,8 +75,11 @@ class Settings(Protocol):
     declare_tasks: bool
     timeout: float | None
     era: Era
+    limits: ClientLimits
 
     async def list_tools(self, *, refresh: bool = False) -> list[Tool]: ...
+
+    async def discover(self) -> DiscoverResult: ...
 
 
 def with_tasks(capabilities: ClientCapabilities) -> ClientCapabilities:
@@ -77,6 +98,7 @@ class Requester:
         self.tools = ToolIndex(check_headers=settings.transport.sends_headers)
         self._ids = itertools.count(1)
         self._tokens = itertools.count(1)
+        self._server: ServerCapabilities | None = None  # from the last DiscoverResult seen
 
     def next_id(self) -> int:
         """A request id never used by this Client."""
@@ -109,8 +131,64 @@ class Requester:
             raise UnexpectedResult(f"expected {expect.__name__}, got {type(result).__name__}")
         return result
 
+    # -- idempotency keys ------------------------------------------------------------------
+    def server_capabilities(self) -> ServerCapabilities | None:
+        """What the server declared, as far as this Client has seen (None: nothing yet)."""
+        if self._server is not None:
+            return self._server
+        era = self.settings.era
+        if era.session is not None and era.session.result is not None:
+            return era.session.result.capabilities
+        return era.capabilities
+
+    async def idempotency_key(self, given: str | None) -> str | UnsetType:
+        """The key of a new tools/call: `given`, a fresh uuid4 when the server declared
+        `tools.idempotency`, else none. Raises ValueError for a malformed `given`."""
+        if given is not None and not valid_idempotency_key(given):
+            raise ValueError("an idempotency key is 1 to 255 visible ASCII characters")
+        if self.server_capabilities() is None and self.settings.era.mode != "modern":
+            # Free: the era probe (the first request of an "auto" Client) or, in a 2025
+            # session, answered from `initialize`. A "modern" Client learns it from discover().
+            try:
+                await self.settings.discover()
+            except ProtocolError:
+                self._server = ServerCapabilities()
+        if given is not None:
+            return given
+        return str(uuid.uuid4()) if self.declares_idempotency() else UNSET
+
+    def declares_idempotency(self) -> bool:
+        caps = self.server_capabilities()
+        return caps is not None and idempotency_declared(caps.tools)
+
     async def send(self, request: Request, *, progress: ProgressHandler | None = None) -> object:
-        """Send one request; return its decoded result; raise `mrtr.errors` for wire errors."""
+        """Send one request; return its decoded result; raise `mrtr.errors` for wire errors.
+
+        A keyed tools/call to a server that declared `tools.idempotency` is resent with the
+        same key (and a new id) while the server says the key is in progress, and after a
+        transport failure, within `limits`.
+        """
+        if not (isinstance(request, CallToolRequest)
+                and request.params.idempotency_key is not UNSET and self.declares_idempotency()):
+            return await self._send(request, progress)
+        limits, busy, broken = self.settings.limits, 0, 0
+        while True:
+            try:
+                return await self._send(request, progress)
+            except IdempotencyKeyInProgress as exc:
+                busy += 1
+                if busy > limits.max_busy_retries:
+                    raise
+                wait = exc.retry_after if exc.retry_after is not None else 1.0
+                await asyncio.sleep(min(max(wait, 0.01), limits.max_poll_interval))
+            except TransportError:
+                broken += 1
+                if broken > limits.max_transport_retries:
+                    raise
+                await asyncio.sleep(0.1 * 2 ** (broken - 1))
+            request = msgspec.structs.replace(request, id=self.next_id())
+
+    async def _send(self, request: Request, progress: ProgressHandler | None) -> object:
         era = self.settings.era
         for attempt in (1, 2):
             headers = await self._headers(request)
@@ -123,6 +201,8 @@ class Requester:
                 if isinstance(message.result, CreateTaskResult) and (  # never in 2025
                         not self.settings.declare_tasks or era.session is not None):
                     raise UnexpectedResult("a task, but the tasks extension was not declared")
+                if isinstance(message.result, DiscoverResult):
+                    self._server = message.result.capabilities
                 return message.result
             if not isinstance(message, JSONRPCErrorResponse):
                 raise UnexpectedResult("the server sent a notification instead of a response")
