@@ -186,11 +186,14 @@ def test_25_the_key_is_kept_across_version_and_header_retries() -> None:
     assert len({b["id"] for b in app.bodies("tools/call")}) == 4
 
 
-def test_25_in_progress_is_waited_out_with_the_same_key_and_new_ids() -> None:
+def test_25_in_progress_and_pending_are_waited_out_with_the_same_key_and_new_ids() -> None:
     def calls(request: JSONDict, n: int) -> Reply:
-        if n < 3:
+        if n == 1:
             return fail(request, -32603, "busy", {"type": "idempotency_key_in_progress",
                                                   "retryAfter": 0.05}, status=409)
+        if n == 2:  # the first call's outcome is on its way to the store
+            return fail(request, -32603, "Outcome pending", {"type": "outcome_pending",
+                                                             "retryAfter": 0.05}, status=503)
         return ok(request, {"content": [{"type": "text", "text": "paid"}]})
 
     app = server(True, calls)

@@ -22,7 +22,8 @@ class ClientLimits:
     (seconds), or every `poll_interval` when the server names none; the call's `timeout`
     bounds the whole wait. A tools/call with an idempotency key, to a server that declared
     `tools.idempotency`, is resent up to `max_busy_retries` times while the server says the key
-    is in progress (waiting its `retryAfter`, at most `max_poll_interval`) and up to
+    is in progress or the outcome pending (waiting its `retryAfter`, at most
+    `max_poll_interval`) and up to
     `max_transport_retries` times after a transport failure.
     """
 

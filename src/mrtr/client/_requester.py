@@ -9,7 +9,8 @@
 # what the server declares is learned from the DiscoverResults that pass anyway (the era probe,
 # `discover()`, `initialize` in a 2025 session), never from a request sent just to find out; a
 # keyed tools/call to a server that declared `tools.idempotency` is resent with the same key
-# after `idempotency_key_in_progress` (waiting retryAfter) and after a transport failure.
+# after `idempotency_key_in_progress` or `outcome_pending` (waiting retryAfter) and after a
+# transport failure: the server runs it once whatever the client resends.
 from __future__ import annotations
 
 import asyncio
@@ -23,6 +24,7 @@ import msgspec
 from mrtr.errors import (
     HeaderMismatch,
     IdempotencyKeyInProgress,
+    OutcomePending,
     ProtocolError,
     TransportError,
     UnsupportedProtocolVersion,
@@ -165,8 +167,8 @@ class Requester:
         """Send one request; return its decoded result; raise `mrtr.errors` for wire errors.
 
         A keyed tools/call to a server that declared `tools.idempotency` is resent with the
-        same key (and a new id) while the server says the key is in progress, and after a
-        transport failure, within `limits`.
+        same key (and a new id) while the server says the key is in progress or its outcome
+        pending, and after a transport failure, within `limits`.
         """
         if not (isinstance(request, CallToolRequest)
                 and request.params.idempotency_key is not UNSET and self.declares_idempotency()):
@@ -175,7 +177,7 @@ class Requester:
         while True:
             try:
                 return await self._send(request, progress)
-            except IdempotencyKeyInProgress as exc:
+            except (IdempotencyKeyInProgress, OutcomePending) as exc:
                 busy += 1
                 if busy > limits.max_busy_retries:
                     raise
