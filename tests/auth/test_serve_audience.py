@@ -10,6 +10,7 @@ resource whatever Host is sent; a public bind without --auth-resource is refused
 from __future__ import annotations
 
 import itertools
+import re
 import secrets
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import pytest
 from tests.auth.authserver import AuthServer
 from tests.auth.test_serve_auth import mcp, wait_refusing
 from tests.transports.conftest import ROOT, call, cli_env, free_port, post_args, spawn_cli, stop
+from tests.transports.test_nginx import NGINX, start_nginx
 
 APP = "examples/auth_server.py:app"
 PUBLIC = "https://mcp.example.com/mcp"
@@ -187,3 +189,59 @@ def test_26_a_public_bind_without_a_resource_url_is_refused_at_start_up(host: st
                               "needs --auth-resource URL"), message
     assert "e.g. --auth-resource https://mcp.example.com/mcp" in message
     assert "serving on" not in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(NGINX is None, reason="nginx is not installed (apt-get install nginx)")
+def test_26_behind_nginx_as_deploy_md_configures_it(auth: AuthServer, tmp_path: Path) -> None:
+    """nginx in front, mrtr serve with --auth-resource (nginx's URL) and --forwarded-allow-ips:
+    tokens for the public URL pass through nginx, tokens for the upstream's own URL do not."""
+    upstream, port = free_port(), free_port()
+    public = f"http://127.0.0.1:{port}/mcp"  # the URL clients use (loopback: http is allowed)
+    direct = f"http://127.0.0.1:{upstream}/mcp"
+    with (tmp_path / "serve.log").open("wb") as log:
+        server = spawn_cli("serve", APP, "--port", str(upstream), "--auth-issuer", auth.issuer,
+                           "--auth-resource", public, "--forwarded-allow-ips", "127.0.0.1",
+                           env=cli_env(), stderr=log)
+    proxy = None
+    try:
+        wait_refusing(direct, server)
+        proxy = start_nginx(tmp_path, port, [upstream], extra=(
+            "            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n"
+            "            proxy_set_header X-Forwarded-Proto $scheme;"))
+        assert mcp(public, "whoami", auth.mint(aud=public)).status_code == 200
+        for aud in (direct, public.replace("http:", "https:")):
+            assert mcp(public, "whoami", auth.mint(aud=aud)).status_code == 401, aud
+        prm = httpx.get(f"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp",
+                        headers={"host": "localhost:1"}, timeout=10)
+        assert prm.json()["resource"] == public
+        refused = mcp(public, "whoami", None)
+        assert f'resource_metadata="http://127.0.0.1:{port}/.well-known/' in \
+            refused.headers["www-authenticate"]
+    finally:
+        if proxy is not None:
+            stop(proxy)
+        stop(server)
+
+
+def test_26_with_port_0_the_resource_is_the_port_it_bound(auth: AuthServer,
+                                                          tmp_path: Path) -> None:
+    log = tmp_path / "stderr"
+    with log.open("wb") as err:
+        server = spawn_cli("serve", APP, "--port", "0", "--auth-issuer", auth.issuer,
+                           env=cli_env(), stderr=err)
+    try:
+        deadline = time.monotonic() + 30
+        while not (found := re.search(r"serving on (http://127\.0\.0\.1:(\d+)/mcp)",
+                                      log.read_text())):
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        url, port = found.group(1), found.group(2)
+        assert mcp(url, "whoami", auth.mint(aud=url)).status_code == 200
+        for host in (f"localhost:{port}", "127.0.0.1:1"):
+            stranger = auth.mint(aud=f"http://{host}/mcp")
+            assert mcp(url, "whoami", stranger).status_code == 401
+            with_host = post_args(call("whoami"), authorization=f"Bearer {stranger}", host=host)
+            assert httpx.post(url, timeout=10, **with_host).status_code == 401, host
+    finally:
+        stop(server)
