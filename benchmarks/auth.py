@@ -43,7 +43,7 @@ def create_app() -> McpApp:
            "kid": "bench", "alg": "RS256", "use": "sig"}
     claims = {"iss": ISSUER, "sub": "bench-user", "aud": AUDIENCE, "client_id": "bench",
               "scope": "mcp", "exp": int(time.time()) + 7 * 86400}
-    token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": "bench"})
+    token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": "bench", "typ": "at+jwt"})
     settings = AuthSettings(issuer=ISSUER, audience=(AUDIENCE,), scopes=("mcp",))
     verifier = JWTVerifier(ISSUER, KeySet(ISSUER, jwks={"keys": [jwk]}))
     return McpApp(Dispatcher(app), authenticator=BenchAuth(settings, verifier, token))

@@ -85,9 +85,11 @@ class AuthServer:
         iss: str | None = None,
         key: ec.EllipticCurvePrivateKey | None = None,
         kid: str | None = None,
+        typ: str | None = "at+jwt",
         **claims: object,
     ) -> str:
-        """A signed access token (RFC 9068 shape); `key`/`kid` forge one, `iss` lies."""
+        """A signed access token (RFC 9068 shape); `key`/`kid` forge one, `iss` lies, `typ`
+        another JOSE type ("JWT": an ID token's; None: no typ at all)."""
         now = time.time()
         body: dict[str, object] = {
             "iss": iss if iss is not None else self.issuer,
@@ -99,16 +101,19 @@ class AuthServer:
             body["scope"] = scope
         signing_kid, signing_key = self.keys[0]
         return jwt.encode(body, key or signing_key, algorithm="ES256",
-                          headers={"kid": kid or signing_kid, "typ": "at+jwt"})
+                          headers={"kid": kid or signing_kid, "typ": typ})
 
     def mint_opaque(self, *, aud: str, sub: str | None = None, scope: str = "",
-                    expires_in: float = 300, active: bool = True) -> str:
-        """An opaque token only introspection can explain."""
+                    expires_in: float = 300, active: bool = True, iss: str | None = None,
+                    with_iss: bool = True) -> str:
+        """An opaque token only introspection can explain; its introspection names `iss`
+        (default this issuer), or no issuer at all without `with_iss`."""
         token = secrets.token_urlsafe(24)
         self.opaque[token] = {"active": active, "sub": self.user if sub is None else sub,
-            "aud": aud,
-                              "scope": scope, "client_id": "service", "iss": self.issuer,
+                              "aud": aud, "scope": scope, "client_id": "service",
                               "exp": int(time.time() + expires_in)}
+        if with_iss:
+            self.opaque[token]["iss"] = self.issuer if iss is None else iss
         return token
 
     # -- HTTP ------------------------------------------------------------------------------------

@@ -70,7 +70,8 @@ class ResourceServer:
                            max_age=settings.jwks_max_age, min_refresh=settings.jwks_min_refresh,
                            timeout=settings.timeout, clock=clock, log=self.log)
         self.jwt = self._cached(
-            JWTVerifier(settings.issuer, self.keys, leeway=settings.leeway, clock=clock), clock)
+            JWTVerifier(settings.issuer, self.keys, leeway=settings.leeway, clock=clock,
+                        require_at_jwt=settings.require_at_jwt), clock)
         if self.opaque is not None:
             self.opaque = self._cached(self.opaque, clock)
 

@@ -21,8 +21,11 @@ ENV = {  # environment variable -> field; lists are separated by spaces or comma
     "MRTR_AUTH_INTROSPECTION_URL": "introspection_url",
     "MRTR_AUTH_CLIENT_ID": "client_id",
     "MRTR_AUTH_CLIENT_SECRET": "client_secret",
+    "MRTR_AUTH_REQUIRE_AT_JWT": "require_at_jwt",  # 0/false/no/off: accept any JOSE typ
 }
 _LISTS = ("audience", "scopes")
+_BOOLEANS = {"1": True, "true": True, "yes": True, "on": True,
+             "0": False, "false": False, "no": False, "off": False}
 _SCOPE = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+$")  # RFC 6749 scope-token (NQCHAR)
 
 
@@ -30,12 +33,18 @@ _SCOPE = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+$")  # RFC 6749 scope-token (NQC
 class AuthSettings:
     """The authorization server a resource server trusts, and what its tokens must say.
 
-    `audience` defaults to the resource URL: the configured `resource`, else the URL each
-    request reached the MCP endpoint at. `scopes` are needed on every request. `jwks_uri`
+    `resource` is the public URL of the MCP endpoint (RFC 9728): what the metadata publishes
+    and, unless `audience` lists others, the one audience a token must name. Unset, it is
+    derived from the server's own configuration, never from a request's Host or X-Forwarded-*
+    headers: `mrtr serve` uses `http://`, its bind address and port, and `--path`; an McpApp
+    built by hand uses `http://`, the address its ASGI server is bound to, and its path. Behind
+    a proxy, or with TLS, set it. `scopes` are needed on every request. `jwks_uri`
     defaults to the one in the issuer's metadata. `introspection_url` (RFC 7662, with
     `client_id`/`client_secret`) checks tokens that are not JWTs. `token_cache` > 0 remembers
     accepted tokens that long (never past `exp`) instead of checking each request; in seconds,
-    as are the other times.
+    as are the other times. `require_at_jwt=False` accepts JWTs whose JOSE `typ` is not
+    `at+jwt` (RFC 9068 §4), for issuers that omit it or send `JWT`: an ID token the issuer
+    signed for this audience is then accepted too.
     Raises ValueError for a URL that is not https (http only on a loopback host).
     """
 
@@ -53,6 +62,7 @@ class AuthSettings:
     jwks_min_refresh: float = 30.0
     resource_name: str | None = None
     token_cache: float = 0.0
+    require_at_jwt: bool = True
 
     def __post_init__(self) -> None:
         for name in ("issuer", "resource", "jwks_uri", "introspection_url"):
@@ -80,8 +90,7 @@ class AuthSettings:
         values: dict[str, object] = {}
         for var, name in ENV.items():
             if environ.get(var):
-                text = environ[var]
-                values[name] = tuple(text.replace(",", " ").split()) if name in _LISTS else text
+                values[name] = _parse(var, name, environ[var])
         values.update({k: v for k, v in overrides.items() if v is not None and v != ()})
         if not values.get("issuer") and not values.get("introspection_url"):
             return None
@@ -96,6 +105,16 @@ class AuthSettings:
         values = msgspec.json.decode(text)
         return cls(**{k: tuple(v) if k in _LISTS else v  # type: ignore[arg-type]
                       for k, v in values.items()})
+
+
+def _parse(var: str, name: str, text: str) -> object:
+    if name in _LISTS:
+        return tuple(text.replace(",", " ").split())
+    if name == "require_at_jwt":
+        if text.strip().lower() not in _BOOLEANS:
+            raise ValueError(f"{var} must be 1 or 0 (true/false, yes/no, on/off), got {text!r}")
+        return _BOOLEANS[text.strip().lower()]
+    return text
 
 
 def _check_url(name: str, url: str) -> None:

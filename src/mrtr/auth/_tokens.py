@@ -2,8 +2,10 @@
 
 # Design: PyJWT checks signature, `iss` and `aud`; `exp`/`nbf` are checked here against the
 # injected clock (PyJWT reads the wall clock), with `leeway` seconds of skew. Only asymmetric
-# algorithms are accepted: "none" and HMAC (whose key would be public) never are. A token's
-# principal is (iss, sub, client_id or azp); its scopes come from `scope` (RFC 9068) or `scp`.
+# algorithms are accepted: "none" and HMAC (whose key would be public) never are. The JOSE `typ`
+# must say "access token" (RFC 9068 §4), so an ID token or another JWT the issuer signed for the
+# same audience is refused before any key is fetched. A token's principal is (iss, sub,
+# client_id or azp); its scopes come from `scope` (RFC 9068) or `scp`.
 from __future__ import annotations
 
 import base64
@@ -24,6 +26,7 @@ __all__ = ["ALGORITHMS", "Introspection", "InvalidToken", "JWTVerifier", "TokenC
 
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512",
               "EdDSA")
+_ACCESS_TOKEN_TYPES = frozenset({"at+jwt", "application/at+jwt"})  # RFC 9068 §2.1, any case
 _OPTIONS = {"require": ["exp", "iss", "aud", "sub"], "verify_exp": False, "verify_nbf": False,
             "verify_iat": False}
 
@@ -42,7 +45,12 @@ class TokenVerifier(Protocol):
 
 
 class JWTVerifier:
-    """Verifies JWT access tokens (RFC 9068) signed by `issuer` with a key from `keys`."""
+    """Verifies JWT access tokens (RFC 9068) signed by `issuer` with a key from `keys`.
+
+    The header's `typ` must be `at+jwt` or `application/at+jwt` (any case): other JWTs the
+    issuer signs, such as ID tokens (`typ` JWT), are refused. `require_at_jwt=False` accepts
+    any `typ`, or none, for issuers that do not follow RFC 9068 there.
+    """
 
     def __init__(
         self,
@@ -52,6 +60,7 @@ class JWTVerifier:
         algorithms: Sequence[str] = ALGORITHMS,
         leeway: float = 30.0,
         clock: Callable[[], float] = time.time,
+        require_at_jwt: bool = True,
     ) -> None:
         bad = [a for a in algorithms if a not in ALGORITHMS]
         if bad:
@@ -61,9 +70,15 @@ class JWTVerifier:
         self.algorithms = frozenset(algorithms)
         self.leeway = leeway
         self.clock = clock
+        self.require_at_jwt = require_at_jwt
 
     async def verify(self, token: str, audiences: Sequence[str], /) -> Principal:
         header = _header(token)
+        typ = header.get("typ")
+        if self.require_at_jwt and not (isinstance(typ, str)
+                                        and typ.lower() in _ACCESS_TOKEN_TYPES):
+            raise InvalidToken(f"typ {typ!r} is not at+jwt: not an access token (RFC 9068 "
+                               "§4; AuthSettings(require_at_jwt=False) accepts it)")
         alg, kid = header.get("alg"), header.get("kid")
         if not isinstance(alg, str) or alg not in self.algorithms:
             raise InvalidToken(f"algorithm {alg!r} is not accepted")
@@ -86,7 +101,11 @@ class Introspection:
     """Verifies opaque tokens at an RFC 7662 introspection `endpoint`.
 
     The resource server authenticates with HTTP Basic (`client_id`, `client_secret`). An
-    active token must name `issuer` (when it names one) and one of the audiences.
+    active token must name one of the audiences, and its `iss` must equal `issuer`: an
+    endpoint that also answers for tokens of another authorization server (a shared gateway,
+    a federated issuer) cannot make them ours. An answer without `iss` (it is optional in
+    RFC 7662 §2.2) is taken as the configured issuer's: the endpoint is the one configured
+    beside it, and it vouches for the token.
     """
 
     def __init__(

@@ -87,6 +87,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     http.add_argument("--allow-host", action="append", default=None, metavar="HOST[:PORT]",
                       help="also accept this host name in Host/Origin, on any port unless one "
                       "is given (repeatable; loopback names are always accepted)")
+    http.add_argument("--forwarded-allow-ips", action="append", default=None, metavar="IPS",
+                      help="believe X-Forwarded-For/-Proto only from these proxies: addresses "
+                      "or networks, comma-separated or repeated, * for any (default: none; "
+                      "the resource URL tokens must name never comes from them)")
     http.add_argument("--debug-worker-header", action="store_true",
                       help="add Mcp-Debug-Worker: <pid> to HTTP replies (testing)")
     _add_limit_options(serve)
@@ -144,6 +148,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             auth=_auth_settings(args),
             allow_unshared_store=args.allow_unshared_store,
             limits=_limits(args),
+            forwarded_allow_ips=args.forwarded_allow_ips or (),
         )
     except (ValueError, ImportError, AttributeError) as exc:
         print(f"mrtr serve: {_flagged(exc)}", file=sys.stderr)
@@ -200,17 +205,22 @@ def _add_auth_options(serve: argparse.ArgumentParser) -> None:
                       help="scopes every request needs, space- or comma-separated "
                       "(MRTR_AUTH_SCOPES)")
     auth.add_argument("--auth-resource", metavar="URL",
-                      help="the public URL of the MCP endpoint, when a proxy changes it "
-                      "(default: the URL each request reached) (MRTR_AUTH_RESOURCE)")
+                      help="the public URL of the MCP endpoint, the audience tokens must name "
+                      "(default: http://HOST:PORT/PATH of this run, never a request's Host; "
+                      "needed off loopback and behind a proxy) (MRTR_AUTH_RESOURCE)")
     auth.add_argument("--auth-jwks-uri", metavar="URL",
                       help="fetch keys here instead of from the issuer's metadata "
                       "(MRTR_AUTH_JWKS_URI)")
+    auth.add_argument("--auth-skip-typ-check", action="store_true",
+                      help="accept JWTs whose header typ is not at+jwt (RFC 9068), for an "
+                      "issuer that omits it or sends JWT; ID tokens for this audience then "
+                      "pass too (MRTR_AUTH_REQUIRE_AT_JWT=0)")
 
 
 def _auth_settings(args: argparse.Namespace) -> AuthSettings | None:
     """AuthSettings from --auth-* over MRTR_AUTH_*, or None when neither names an issuer."""
     flags = (args.auth_issuer, args.auth_audience, args.auth_scopes, args.auth_resource,
-             args.auth_jwks_uri)
+             args.auth_jwks_uri, args.auth_skip_typ_check)
     if not any(flags) and not any(k.startswith("MRTR_AUTH_") for k in os.environ):
         return None  # a server without auth never loads it
     from mrtr.auth import AuthSettings
@@ -218,7 +228,8 @@ def _auth_settings(args: argparse.Namespace) -> AuthSettings | None:
     scopes = tuple((args.auth_scopes or "").replace(",", " ").split())
     settings = AuthSettings.from_env(
         os.environ, issuer=args.auth_issuer, audience=tuple(args.auth_audience or ()),
-        scopes=scopes, resource=args.auth_resource, jwks_uri=args.auth_jwks_uri)
+        scopes=scopes, resource=args.auth_resource, jwks_uri=args.auth_jwks_uri,
+        require_at_jwt=False if args.auth_skip_typ_check else None)
     if settings is None and any(flags):
         raise ValueError("--auth-* options need --auth-issuer (or MRTR_AUTH_ISSUER)")
     return settings
@@ -228,7 +239,7 @@ def _flagged(exc: Exception) -> str:
     """serve()'s settings errors name parameters; on the command line they are options."""
     text = str(exc)
     for name in ("port", "workers", "path", "ask-timeout", "header-timeout", "body-timeout",
-                 "idle-timeout", "max-connections", "backlog"):
+                 "idle-timeout", "max-connections", "backlog", "forwarded-allow-ips"):
         if text.startswith(f"{name} must "):
             return f"--{text}"
     return text

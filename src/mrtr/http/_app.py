@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from mrtr.errors import AuthUnavailable, Forbidden, ProtocolError, Unauthorized
 from mrtr.http._exchange import Exchange
 from mrtr.http._health import PROBE_PATHS, Health
-from mrtr.http._hosts import HostCheck
+from mrtr.http._hosts import HostCheck, bound_resource
 from mrtr.http._sessions import SessionEndpoint, session_era
 from mrtr.server import Dispatcher, Peer, Principal, Server
 from mrtr.server._failures import (
@@ -62,7 +62,8 @@ MAX_HEADER_BYTES = 64 * 1024
 class ProtectedResource(Protocol):
     """An authenticator that is an OAuth resource server (mrtr.auth.ResourceServer).
 
-    `resource` is the URL this request reached the MCP endpoint at. Each method raises
+    `resource` is the endpoint's URL as the app derives it, never from a request header (see
+    mrtr.http._hosts.bound_resource); a configured one overrides it. Each method raises
     Unauthorized (or a subclass) to refuse; `document` answers GETs on other paths.
     """
 
@@ -82,7 +83,9 @@ class McpApp:
     (Starlette `Mount`, FastAPI `app.mount`), the endpoint is the prefix followed by `path`.
     `allowed_hosts` lists the names accepted in `Host` and in `Origin`: `name` on any port, or
     `name:port` exactly; None accepts the loopback names on any port. `allowed_origins` adds
-    full origins (`https://app.example`).
+    full origins (`https://app.example`). A ResourceServer `authenticator` whose settings name
+    no `resource` accepts tokens for `http://` + the address the ASGI server is bound to +
+    `path`, never the Host a request names: behind a proxy, set AuthSettings(resource=...).
     `max_body` is in bytes; `request_timeout` and `keepalive` are in seconds. `body_timeout`
     (seconds, None: no deadline) bounds the time a request's body takes to arrive; after it the
     request gets 408 and its connection is closed (a client dribbling the body cannot hold it).
@@ -243,7 +246,7 @@ class McpApp:
         """Not the MCP path: the guard's metadata documents (GET), else 404."""
         if self.guard is not None and scope.get("method") == "GET":
             document = self.guard.document(self.dispatcher, scope.get("path", ""),
-                                           self._resource(scope, headers))
+                                           self._resource(scope))
             if document is not None:
                 await exchange.respond(200, document)
                 return
@@ -278,7 +281,7 @@ class McpApp:
     async def _authenticate(self, scope: ASGIScope, headers: Mapping[str, str]) -> str | None:
         """The principal, or None; raises Unauthorized (answered in `_http`)."""
         if self.guard is not None:
-            return await self.guard.authenticate(headers, self._resource(scope, headers))
+            return await self.guard.authenticate(headers, self._resource(scope))
         if self.authenticator is None:
             return None
         return await self.authenticator(headers)  # type: ignore[operator]  # not a guard
@@ -306,13 +309,13 @@ class McpApp:
         if self.guard is None:
             return
         try:
-            self.guard.authorize(self.dispatcher, message, peer, self._resource(scope, headers))
+            self.guard.authorize(self.dispatcher, message, peer, self._resource(scope))
         except Unauthorized as exc:
             raise auth_refusal(exc, getattr(message, "id", None)) from None
 
-    def _resource(self, scope: ASGIScope, headers: Mapping[str, str]) -> str:
-        """The URL this request reached the MCP endpoint at (RFC 9728 resource identifier)."""
-        return f"{scope.get('scheme', 'http')}://{headers.get('host', '')}{self.path}"
+    def _resource(self, scope: ASGIScope) -> str:
+        """The endpoint's URL (RFC 9728), for a guard configured without one: never a header."""
+        return bound_resource(scope, self.path)
 
     async def _read_body(self, headers: Mapping[str, str], receive: ASGIReceive) -> bytes | None:
         declared = headers.get("content-length")

@@ -9,9 +9,10 @@ An allowed name without a port matches that name on any port; `name:port` matche
 # lookup; the refusal text is built only on the refusal path.
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any
 
-__all__ = ["LOOPBACK", "HostCheck"]
+__all__ = ["LOOPBACK", "HostCheck", "bound_resource"]
 
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 _WILDCARD = {"0.0.0.0": "127.0.0.1", "[::]": "[::1]"}  # bind addresses -> what to connect to
@@ -67,6 +68,24 @@ class HostCheck:
             return True
         name, port = split_host(host)
         return name in self.names and (port == "" or port.isdigit())
+
+
+def bound_resource(scope: MutableMapping[str, Any], path: str) -> str:
+    """`http://` + the address the ASGI server is bound to + `path`: McpApp's resource URL when
+    its guard is given none.
+
+    `scope["server"]` is the listening socket's address (uvicorn, Hypercorn, httpx's
+    ASGITransport set it), never a header the client chose; the scheme is always http, as
+    forwarded-proto headers can be the client's too. A public URL (a proxy, TLS) must be
+    configured: AuthSettings(resource=...).
+    """
+    server = scope.get("server")
+    host, port = server if server else ("localhost", None)
+    if not isinstance(host, str) or not host or host.startswith("/"):  # none, or a Unix socket
+        host, port = "localhost", None
+    name = f"[{host}]" if ":" in host else host
+    at = f":{port}" if isinstance(port, int) and port != 80 else ""
+    return f"http://{name}{at}{path}"
 
 
 def split_host(host: str) -> tuple[str, str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import ipaddress
 import logging
 import os
 import sys
@@ -25,6 +24,12 @@ from mrtr.server import Dispatcher, Server, generate_key, parse_keys
 from mrtr.serving._connections import ConnectionLimits
 from mrtr.serving._keyfile import read_or_create_key
 from mrtr.serving._logging import log_config
+from mrtr.serving._resource import (
+    check_forwarded,
+    is_loopback,
+    resource_settings,
+    warn_unset_resource,
+)
 from mrtr.serving._stores import EPHEMERAL, KeyOrigin, run_store, with_store
 from mrtr.serving._target import (
     KEYS_ENV,
@@ -80,6 +85,7 @@ def serve(
     auth: AuthSettings | None = None,
     allow_unshared_store: bool = False,
     limits: ConnectionLimits | None = None,
+    forwarded_allow_ips: Sequence[str] = (),
 ) -> int:
     """Serve `target` (`module:attribute` or `file.py:attribute`) until SIGINT/SIGTERM or EOF.
 
@@ -94,7 +100,10 @@ def serve(
     the caller holds it (`Server.run`).
     `log_format` is "text" or "json" (one object per line, docs/operations.md); `access_log`
     adds uvicorn's line per HTTP request. `auth` makes the HTTP endpoint an OAuth resource
-    server (docs/auth.md). `limits` bound what each HTTP connection may hold: deadlines for a
+    server (docs/auth.md); its resource URL (the audience tokens must name) is `auth.resource`,
+    else `http://host:port/path` (refused off loopback). `forwarded_allow_ips` lists the
+    proxies (addresses, networks, "*") whose X-Forwarded-For/-Proto uvicorn believes; none by
+    default. `limits` bound what each HTTP connection may hold: deadlines for a
     request's headers and body, the idle keep-alive time, how many at once (default
     `ConnectionLimits()`, docs/deploy.md#slow-clients). Returns the process exit status.
     Raises ValueError for a bad setting, target or key.
@@ -103,24 +112,27 @@ def serve(
     logs = log_config(log_level, log_format, access_log)  # ValueError: before anything starts
     if auth is not None and stdio:
         raise ValueError("auth settings apply to HTTP only, not to --stdio")
+    forwarded = check_forwarded(forwarded_allow_ips)
+    if auth is not None:  # before anything binds: a public bind needs its resource URL
+        auth = resource_settings(auth, host, port, path)
     _import_path()
     # fail early: before keys, sockets or worker processes
     obj = loaded if loaded is not None else load_target(target)
-    keys, origin = _run_keys(keys, key_file, local=workers == 1 and (stdio or _is_loopback(host)))
+    keys, origin = _run_keys(keys, key_file, local=workers == 1 and (stdio or is_loopback(host)))
     with run_store(store, workers=workers, origin=origin, name=served_name(obj),
                    allow_unshared=allow_unshared_store) as url:
         return _serve(target, obj, host=host, port=port, workers=workers, path=path,
                       stdio=stdio, keys=keys, allowed_hosts=allowed_hosts,
                       expose_worker=expose_worker, logs=logs,
                       ask_timeout=ask_timeout, store=url, auth=auth,
-                      limits=limits or ConnectionLimits())
+                      limits=limits or ConnectionLimits(), forwarded=forwarded)
 
 
 def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: int,
            workers: int, path: str, stdio: bool, keys: Sequence[bytes] | None,
            allowed_hosts: Sequence[str] | None, expose_worker: bool,
            logs: dict[str, Any], ask_timeout: float, store: str,
-           auth: AuthSettings | None, limits: ConnectionLimits) -> int:
+           auth: AuthSettings | None, limits: ConnectionLimits, forwarded: list[str]) -> int:
     if stdio:
         asyncio.run(serve_stdio(with_store(_dispatcher(target, obj, keys), store),
                                 ask_timeout=ask_timeout))
@@ -134,6 +146,8 @@ def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: 
     if not isinstance(obj, Server | Dispatcher) and auth is not None:
         raise ValueError(f"{target} is an ASGI app: --auth-* apply to a Server or Dispatcher "
                          "(give an McpApp its own ResourceServer, docs/auth.md)")
+    if isinstance(obj, McpApp) and obj.guard is not None:
+        warn_unset_resource(obj.guard, host)
     shown = path if isinstance(obj, Server | Dispatcher) else _endpoint(obj)
     if workers > 1:
         os.environ[_ASK_TIMEOUT_ENV] = repr(ask_timeout)  # read by each worker's _worker_app
@@ -142,14 +156,14 @@ def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: 
         os.environ[ENV_STORE] = store  # like the key: every worker opens the same store
         try:
             return _serve_workers(target, host, port, workers, path, keys, hosts,
-                                  expose_worker, logs, shown, limits)
+                                  expose_worker, logs, shown, limits, forwarded)
         finally:  # the temp store is gone after this run: never leave its URL behind
             os.environ.pop(ENV_STORE, None)
             if saved is not None:
                 os.environ[ENV_STORE] = saved
     app = _app(obj, keys, path, hosts, expose_worker, ask_timeout, store, auth)
     return _run_uvicorn(app, host=host, port=port, workers=1, logs=logs, path=shown,
-                        limits=limits)
+                        limits=limits, forwarded=forwarded)
 
 
 def _worker_app() -> McpApp | ASGIApp:
@@ -256,6 +270,7 @@ def _serve_workers(
     logs: dict[str, Any],
     shown: str,
     limits: ConnectionLimits,
+    forwarded: list[str],
 ) -> int:
     if not keys:
         # Design: one key generated here and handed to every worker, so states cross workers.
@@ -272,11 +287,13 @@ def _serve_workers(
         _WORKER_ENV: "1" if expose_worker else "0",
     })
     return _run_uvicorn("mrtr.serving._serve:_worker_app", host=host, port=port,
-                        workers=workers, logs=logs, path=shown, limits=limits)
+                        workers=workers, logs=logs, path=shown, limits=limits,
+                        forwarded=forwarded)
 
 
 def _run_uvicorn(app: McpApp | ASGIApp | str, *, host: str, port: int, workers: int,
-                 logs: dict[str, Any], path: str, limits: ConnectionLimits) -> int:
+                 logs: dict[str, Any], path: str, limits: ConnectionLimits,
+                 forwarded: list[str]) -> int:
     import uvicorn  # the ASGI server is an optional dependency (mrtr[cli])
 
     from mrtr.serving._uvicorn import BoundedConfig, protocol_class
@@ -292,6 +309,10 @@ def _run_uvicorn(app: McpApp | ASGIApp | str, *, host: str, port: int, workers: 
         loop="uvloop" if _has("uvloop") else "asyncio",
         http=protocol_class("httptools" if _has("httptools") else "h11"),
         lifespan="on",
+        # uvicorn believes X-Forwarded-* from 127.0.0.1 by default (or FORWARDED_ALLOW_IPS):
+        # only from the proxies the operator names here.
+        proxy_headers=bool(forwarded),
+        forwarded_allow_ips=forwarded,
         access_log=logs["loggers"]["uvicorn.access"]["propagate"],
         log_config=logs,  # applied in each worker process too
         server_header=False,
@@ -324,15 +345,6 @@ def _announce(host: str, port: int, path: str) -> None:
                  "name given with --allow-host)", shown, port, path, host or "0.0.0.0")
     else:
         log.info("serving on http://%s:%d%s", f"[{host}]" if ":" in host else host, port, path)
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _allowed_hosts(host: str, extra: Sequence[str]) -> list[str]:

@@ -72,7 +72,8 @@ class AuthServer:
         claims = {"iss": self.issuer, "sub": sub, "aud": resource or self.resource,
                   "client_id": client_id, "scope": scope, "iat": now,
                   "exp": now + self.token_lifetime}
-        return jwt.encode(claims, self.key, algorithm="RS256", headers={"kid": self.kid})
+        return jwt.encode(claims, self.key, algorithm="RS256",
+                          headers={"kid": self.kid, "typ": "at+jwt"})  # RFC 9068 §2.1
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
