@@ -78,7 +78,8 @@ def serve(*flags: str) -> Iterator[Served]:
     raise_open_files(4 * CLIENTS)  # this process holds the slow clients' sockets
     port = free_port()
     process = spawn_cli("serve", "tests.transports.apps:app", "--port", str(port),
-                        "--store", "none", "--ephemeral-key", "--log-level", "warning", *flags,
+                        "--store", "none", "--allow-unshared-store", "--ephemeral-key",
+                        "--log-level", "warning", *flags,
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         served = Served(process, port)
