@@ -389,12 +389,24 @@ def loaded() -> list[str]:
                   if m.split(".")[0] in ("pydantic", "pydantic_core", "annotated_types"))
 '''
 
+BLOCK = '''
+import importlib.abc, sys
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("pydantic", "pydantic_core"):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return None
+sys.meta_path.insert(0, NotInstalled())
+'''
 IN_PROCESS = '''
 import importlib.util, json, sys
 def pydantic_modules():
     return sorted(m for m in sys.modules
                   if m.split(".")[0] in ("pydantic", "pydantic_core", "annotated_types"))
-stages = {"installed": importlib.util.find_spec("pydantic") is not None}
+try:
+    stages = {"installed": importlib.util.find_spec("pydantic") is not None}
+except ModuleNotFoundError:
+    stages = {"installed": False}
 import mrtr, mrtr.server
 stages["import mrtr, mrtr.server"] = pydantic_modules()
 import plain_server
@@ -414,15 +426,17 @@ print(json.dumps({"stages": stages, "result": flow.result.get("structuredContent
 '''
 
 
-def test_a_server_without_pydantic_types_never_imports_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("installed", [True, False], ids=["installed", "not-installed"])
+def test_a_server_without_pydantic_types_never_imports_it(tmp_path: Path, installed: bool) -> None:
     (tmp_path / "plain_server.py").write_text(PLAIN_SERVER)
     env = {**cli_env(), "PYTHONPATH": f"{tmp_path}:{cli_env()['PYTHONPATH']}"}
-    done = subprocess.run([sys.executable, "-c", IN_PROCESS], capture_output=True, text=True,
+    code = IN_PROCESS if installed else BLOCK + IN_PROCESS
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=60, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout)
-    assert seen["stages"] == {"installed": True, "import mrtr, mrtr.server": [], "register": [],
-                              "serve": []}
+    assert seen["stages"] == {"installed": installed, "import mrtr, mrtr.server": [],
+                              "register": [], "serve": []}
     assert seen["result"] == {"price": 4.0} and seen["prompt"] == "Hello Ann"
 
 
@@ -461,3 +475,28 @@ def test_the_docs_pydantic_section_runs() -> None:
         exec(compile(code, str(docs), "exec", dont_inherit=True), vars(module))
     finally:
         del sys.modules[module.__name__]
+
+
+def test_models_returned_without_an_annotation_are_json() -> None:
+    app = Server("t")
+
+    @app.tool()
+    def untyped():  # type: ignore[no-untyped-def]  # as many FastMCP tools are written
+        return [Address(street="Main 1")]
+
+    @app.resource("shop://address")
+    def address():  # type: ignore[no-untyped-def]
+        return Address(street="Main 2")
+
+    @app.tool()
+    def broken():  # type: ignore[no-untyped-def]
+        return Opaque()
+
+    with TestClient(app) as client:
+        flow = client.call_tool("untyped")
+        assert json.loads(flow.text) == [{"street": "Main 1", "city": "Oslo"}]
+        assert "structuredContent" not in flow.result
+        read = client.read_resource("shop://address").result["contents"][0]
+        assert json.loads(read["text"]) == {"street": "Main 2", "city": "Oslo"}
+        assert client.call_tool("broken").text == (
+            "Tool broken returned a result that cannot be serialised.")

@@ -20,11 +20,15 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, NamedTuple, NotRequired, Required
 
+import msgspec
+
 __all__ = [
+    "NO_DEFAULT",
     "Invalid",
     "Output",
     "Parameter",
     "arguments",
+    "encode_model",
     "involves",
     "is_model",
     "mixes_msgspec",
@@ -60,15 +64,24 @@ def involves(annotation: object, default: object = None) -> bool:
 
     False without a look when pydantic was never imported, so servers without it pay nothing.
     """
-    if "pydantic" not in sys.modules:
+    if sys.modules.get("pydantic") is None:
         return False
     return _own(default) or _mentions(annotation, set())
 
 
 def is_model(tp: object) -> bool:
     """Whether `tp` is a pydantic model class (a BaseModel or a pydantic dataclass)."""
-    return ("pydantic" in sys.modules and isinstance(tp, type)
+    return (sys.modules.get("pydantic") is not None and isinstance(tp, type)
             and hasattr(tp, "__pydantic_validator__"))
+
+
+def encode_model(obj: object) -> object:
+    """msgspec's `enc_hook` for pydantic models (returned without a return annotation saying
+    so): their JSON. Raises TypeError for anything else, as msgspec would."""
+    dump = getattr(obj, "model_dump", None)
+    if dump is None or not is_model(type(obj)):
+        raise TypeError(f"Encoding objects of type {type(obj).__name__} is unsupported")
+    return dump(mode="json")
 
 
 def _mentions(tp: object, seen: set[int]) -> bool:
@@ -93,8 +106,6 @@ def _mentions(tp: object, seen: set[int]) -> bool:
 
 def mixes_msgspec(annotation: object) -> bool:
     """Whether `annotation` holds msgspec types (a Struct, Meta) that pydantic cannot read."""
-    import msgspec
-
     if isinstance(annotation, type):
         return issubclass(annotation, msgspec.Struct)
     if typing.get_origin(annotation) is Annotated:

@@ -23,6 +23,7 @@ from mrtr.protocol import (
     TextContent,
     TextResourceContents,
 )
+from mrtr.server._pydantic import encode_model
 
 __all__ = [
     "ToolError",
@@ -102,7 +103,10 @@ def tool_result(value: object, *, structured: bool, dump: Dump | None = None) ->
         data, content = dump(value)
         text = _JSON.encode(data).decode()
         return CallToolResult(content=[TextContent(text=text)], structured_content=content)
-    data = msgspec.to_builtins(value)
+    try:
+        data = msgspec.to_builtins(value)
+    except TypeError:  # a pydantic model the annotation did not announce, or a mistake
+        data = msgspec.to_builtins(value, enc_hook=encode_model)
     text = _JSON.encode(data).decode()
     if structured:
         return CallToolResult(content=[TextContent(text=text)], structured_content=data)
@@ -146,5 +150,9 @@ def resource_contents(
         return [BlobResourceContents(uri=uri, blob=blob, mime_type=mime_type or UNSET)]
     if isinstance(value, str):
         return [TextResourceContents(uri=uri, text=value, mime_type=mime_type or "text/plain")]
-    text = _JSON.encode(msgspec.to_builtins(value)).decode()
+    try:
+        data = msgspec.to_builtins(value)
+    except TypeError:  # pydantic models: pydantic's JSON
+        data = msgspec.to_builtins(value, enc_hook=encode_model)
+    text = _JSON.encode(data).decode()
     return [TextResourceContents(uri=uri, text=text, mime_type=mime_type or "application/json")]
