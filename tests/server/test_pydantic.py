@@ -500,3 +500,21 @@ def test_models_returned_without_an_annotation_are_json() -> None:
         assert json.loads(read["text"]) == {"street": "Main 2", "city": "Oslo"}
         assert client.call_tool("broken").text == (
             "Tool broken returned a result that cannot be serialised.")
+
+
+def test_prompts_without_pydantic_types_are_as_before() -> None:
+    app = Server("t")
+
+    @app.prompt()
+    def loose(topic: Unresolvable) -> str:  # type: ignore[name-defined]  # noqa: F821
+        return f"About {topic}"
+
+    @app.prompt()
+    def spread(**extra: str) -> str:
+        return ", ".join(extra)
+
+    with TestClient(app) as client:  # registered: annotations are not read for pydantic's sake
+        flow = client.get_prompt("loose", {"topic": "tea"})
+        assert flow.result["messages"][0]["content"]["text"] == "About tea"
+        assert {p["name"] for p in client.request("prompts/list")["prompts"]} == {"loose",
+                                                                                  "spread"}

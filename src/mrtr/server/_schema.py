@@ -198,10 +198,13 @@ def _msgspec_signature(fn: Callable[..., object], hints: Mapping[str, Any],
 def prompt_signature(fn: Callable[..., object], *, skip: Collection[str]) -> ToolSignature | None:
     """The signature of a prompt with pydantic parameters, else None (its arguments are the
     strings the client sent). Pydantic converts the strings (`"3"` for an int)."""
-    hints = _hints(fn)
-    params = _parameters(fn, skip)
+    try:  # prompts without pydantic keep what they accepted before: any annotations, **kwargs
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except NameError:
+        return None
+    params = [p for p in inspect.signature(fn).parameters.values() if p.name not in skip]
     if any(_pydantic.involves(hints.get(p.name), p.default) for p in params):
-        return _pydantic_signature(fn, hints, params)
+        return _pydantic_signature(fn, hints, _parameters(fn, skip))
     return None
 
 
