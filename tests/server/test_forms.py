@@ -699,8 +699,8 @@ def test_19_elicit_rejects_other_types_naming_mrtr_form(
         flow = client.call_tool("book")
     assert flow.result["isError"] is True and flow.rounds == 1
     assert "mrtr.Form" not in flow.text  # the reason goes to the server log only
-    assert ("ctx.elicit() needs a form type: a mrtr.Form subclass, a dataclass, a TypedDict or a "
-            f"msgspec.Struct, not {form.__qualname__}") in caplog.text
+    assert ("ctx.elicit() needs a form type: a mrtr.Form subclass, a dataclass, a TypedDict, a "
+            f"msgspec.Struct or a pydantic model, not {form.__qualname__}") in caplog.text
 
 
 def test_19_docs_example_of_dataclass_and_typeddict_forms_runs() -> None:

@@ -204,7 +204,7 @@ class Context:
                 value = rendered.validate(content)
             except FormInvalid as exc:
                 raise Reask(str(exc)) from exc
-            kept = {"action": "accept", "content": msgspec.to_builtins(value)}
+            kept = {"action": "accept", "content": rendered.content(value)}
             return (Elicited("accept", value) if outcome else value), kept
 
         return self.asker.make("elicit", key, spec, resolve, accept_unasked=accept_unasked)

@@ -31,6 +31,8 @@ class ToolEntry:
     task: TaskSupport | None = None  # tasks extension: None means never a task
     task_later: bool = False  # the handler calls ctx.begin_task(): MRTR rounds come first
     scopes: frozenset[str] = frozenset()  # OAuth scopes a caller needs (mrtr.auth)
+    # A pydantic return type's dump: value → (JSON for the text, structuredContent).
+    dump: Callable[[object], tuple[object, object]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,8 @@ class PromptEntry:
     call: Handler
     required: tuple[str, ...]
     wants_ctx: bool
+    # pydantic parameters: the string arguments validated and converted (raises ArgumentsInvalid)
+    convert: Callable[[Mapping[str, object]], dict[str, object]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Generic, Literal, NamedTuple, Self, TypeVar, d
 
 import msgspec
 
+from mrtr.server import _pydantic
 from mrtr.server._schema_check import Checker, FormInvalid, validate_against_schema
 
 __all__ = [
@@ -241,6 +242,10 @@ class RenderedForm(Generic[T]):
         except msgspec.ValidationError as exc:  # defence in depth: the checker ran first
             raise FormInvalid({"content": str(exc)}) from None
 
+    def content(self, value: object) -> object:
+        """A validated answer as the JSON journaled for later rounds (validated again then)."""
+        return msgspec.to_builtins(value)
+
 
 class _Field(NamedTuple):
     name: str
@@ -307,8 +312,8 @@ def _render(cls: type[T], fields_of: Callable[[Any], list[_Field]]) -> RenderedF
     return RenderedForm(cls, schema, tuple(nullable))
 
 
-_NOT_A_FORM = ("ctx.elicit() needs a form type: a mrtr.Form subclass, a dataclass, a TypedDict "
-               "or a msgspec.Struct, not {}")
+_NOT_A_FORM = ("ctx.elicit() needs a form type: a mrtr.Form subclass, a dataclass, a TypedDict, "
+               "a msgspec.Struct or a pydantic model, not {}")
 
 
 def render_form(form: type[T]) -> RenderedForm[T]:
@@ -327,6 +332,10 @@ def render_form(form: type[T]) -> RenderedForm[T]:
 
 @functools.lru_cache(maxsize=256)  # a pure memo: the same few form types come back every round
 def _render_other(form: type) -> RenderedForm[Any]:
+    if _pydantic.is_model(form):
+        from mrtr.server._pydantic_forms import render_model  # it builds on this module
+
+        return render_model(form)
     if issubclass(form, msgspec.Struct):
         if form.__struct_config__.array_like:
             raise TypeError(f"{form.__qualname__}: an array_like Struct cannot be a form")

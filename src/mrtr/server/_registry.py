@@ -5,7 +5,6 @@
 # The Server holds no keys and no I/O: the Dispatcher pairs it with a Sealer and a clock.
 from __future__ import annotations
 
-import functools
 import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -31,10 +30,10 @@ from mrtr.server._entries import (
     ToolEntry,
 )
 from mrtr.server._schema import (
-    convert_arguments,
     output_checker,
-    return_schema,
+    prompt_signature,
     signature_schema,
+    tool_output,
 )
 from mrtr.server._wrapping import (
     as_async,
@@ -136,11 +135,10 @@ class Server:
             convert: Callable[[Mapping[str, object]], dict[str, object]]
             if input_schema is None:
                 sig = signature_schema(fn, skip={ctx_param} if ctx_param else set())
-                schema, convert = sig.input_schema, functools.partial(convert_arguments, sig)
-                asks = sig.ask_if_missing
+                schema, convert, asks = sig.input_schema, sig.converter(), sig.ask_if_missing
             else:
                 schema, convert, asks = input_schema, schema_converter(input_schema), {}
-            out = return_schema(fn)
+            out, dump = tool_output(fn)
             tool = Tool(
                 name=tool_name,
                 title=title if title is not None else UNSET,
@@ -153,7 +151,7 @@ class Server:
             check = output_checker(out) if out is not None else None
             self.tables.tools[tool_name] = ToolEntry(
                 tool, as_async(fn), convert, asks, header_map, ctx_param is not None, check,
-                task, task is not None and calls_begin_task(fn), frozenset(scopes),
+                task, task is not None and calls_begin_task(fn), frozenset(scopes), dump,
             )
             return fn
 
@@ -172,7 +170,9 @@ class Server:
     ) -> Fn | Callable[[Fn], Fn]:
         """Register a prompt (`@app.prompt` or `@app.prompt(...)`).
 
-        Its string parameters become the prompt's arguments.
+        Its string parameters become the prompt's arguments. With pydantic parameters
+        (`Annotated[int, Field(ge=1)]`, models) the arguments are validated and converted by
+        pydantic, and a field's description is the argument's description.
         """
         if callable(name):  # bare `@app.prompt`
             return self.prompt()(name)
@@ -182,11 +182,15 @@ class Server:
             ctx_param = context_param(fn)
             arguments: list[PromptArgument] = []
             required: list[str] = []
+            typed = prompt_signature(fn, skip={ctx_param} if ctx_param else set())
             for param in inspect.signature(fn).parameters.values():
                 if param.name == ctx_param:
                     continue
-                is_required = param.default is inspect.Parameter.empty
-                arguments.append(PromptArgument(name=param.name, required=is_required))
+                is_required, text = (typed.argument(param.name) if typed is not None
+                                     else (param.default is inspect.Parameter.empty, None))
+                arguments.append(PromptArgument(
+                    name=param.name, required=is_required,
+                    description=text if text is not None else UNSET))
                 if is_required:
                     required.append(param.name)
             prompt = Prompt(
@@ -196,7 +200,8 @@ class Server:
                 arguments=arguments if arguments else UNSET,
             )
             self.tables.prompts[prompt_name] = PromptEntry(
-                prompt, as_async(fn), tuple(required), ctx_param is not None
+                prompt, as_async(fn), tuple(required), ctx_param is not None,
+                typed.converter() if typed is not None else None,
             )
             return fn
 

@@ -23,6 +23,7 @@ from mrtr.protocol import (
     TextContent,
     TextResourceContents,
 )
+from mrtr.server._pydantic import encode_model
 
 __all__ = [
     "ToolError",
@@ -33,6 +34,7 @@ __all__ = [
     "tool_result",
 ]
 
+Dump = Callable[[object], tuple[object, object]]  # value → (JSON for the text, structuredContent)
 _BLOCKS = (TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource)
 _JSON = msgspec.json.Encoder()
 
@@ -53,11 +55,12 @@ def checked_tool_result(
     value: object,
     check: Callable[[object], str | None] | None,
     log: logging.Logger,
+    dump: Dump | None = None,
 ) -> CallToolResult:
     """`tool_result`, with values JSON cannot carry and structuredContent that does not match
     the tool's outputSchema (TOOL-02: `check`) turned into `isError` results; reasons logged."""
     try:
-        result = tool_result(value, structured=check is not None)
+        result = tool_result(value, structured=check is not None, dump=dump)
     except (TypeError, ValueError, msgspec.EncodeError) as exc:
         log.error("tool %s returned a result that cannot be serialised: %s", name, exc)
         return tool_error(f"Tool {name} returned a result that cannot be serialised.")
@@ -74,10 +77,12 @@ def checked_tool_result(
     return result
 
 
-def tool_result(value: object, *, structured: bool) -> CallToolResult:
+def tool_result(value: object, *, structured: bool, dump: Dump | None = None) -> CallToolResult:
     """Content for `value`: text, a content block or list of them, or JSON (+ structuredContent).
 
-    Raises TypeError or ValueError (UnicodeEncodeError) when `value` cannot be sent as JSON.
+    `dump` (a pydantic return type's) gives the JSON of the text and the structuredContent;
+    without it msgspec's `to_builtins` gives both. Raises TypeError or ValueError
+    (UnicodeEncodeError, pydantic's serialisation errors) when `value` cannot be sent as JSON.
     """
     if isinstance(value, str):
         if not value.isascii():
@@ -94,7 +99,14 @@ def tool_result(value: object, *, structured: bool) -> CallToolResult:
     if isinstance(value, list | tuple) and value and all(isinstance(v, _BLOCKS) for v in value):
         _JSON.encode(value)
         return CallToolResult(content=list(value))
-    data = msgspec.to_builtins(value)
+    if dump is not None:
+        data, content = dump(value)
+        text = _JSON.encode(data).decode()
+        return CallToolResult(content=[TextContent(text=text)], structured_content=content)
+    try:
+        data = msgspec.to_builtins(value)
+    except TypeError:  # a pydantic model the annotation did not announce, or a mistake
+        data = msgspec.to_builtins(value, enc_hook=encode_model)
     text = _JSON.encode(data).decode()
     if structured:
         return CallToolResult(content=[TextContent(text=text)], structured_content=data)
@@ -138,5 +150,9 @@ def resource_contents(
         return [BlobResourceContents(uri=uri, blob=blob, mime_type=mime_type or UNSET)]
     if isinstance(value, str):
         return [TextResourceContents(uri=uri, text=value, mime_type=mime_type or "text/plain")]
-    text = _JSON.encode(msgspec.to_builtins(value)).decode()
+    try:
+        data = msgspec.to_builtins(value)
+    except TypeError:  # pydantic models: pydantic's JSON
+        data = msgspec.to_builtins(value, enc_hook=encode_model)
+    text = _JSON.encode(data).decode()
     return [TextResourceContents(uri=uri, text=text, mime_type=mime_type or "application/json")]

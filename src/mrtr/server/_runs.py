@@ -166,7 +166,8 @@ class Runner:
     def _tool_outcome(self, entry: ToolEntry, out: Any) -> CallToolResult | InputRequiredResult:
         if isinstance(out, InputRequiredResult):
             return _with_meta(out, self._meta)
-        result = checked_tool_result(entry.tool.name, out, entry.check_output, self._log)
+        result = checked_tool_result(entry.tool.name, out, entry.check_output, self._log,
+                                     entry.dump)
         return _with_meta(result, self._meta)
 
     # -- prompts/get -----------------------------------------------------------------------------
@@ -182,7 +183,9 @@ class Runner:
         if missing:
             raise InvalidParams(f"Missing required arguments: {', '.join(missing)}")
         known = {a.name for a in entry.prompt.arguments} if entry.prompt.arguments else set()
-        args = {k: v for k, v in arguments.items() if k in known}
+        args: dict[str, object] = {k: v for k, v in arguments.items() if k in known}
+        if entry.convert is not None:  # pydantic parameters; ArgumentsInvalid is -32602
+            args = entry.convert(args)
 
         async def invoke(ctx: Context) -> Any:
             return await (entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args))

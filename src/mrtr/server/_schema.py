@@ -18,7 +18,9 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from mrtr.server import _pydantic
 from mrtr.server._forms import field_property, humanise, unwrap
+from mrtr.server._pydantic_forms import form_property
 
 __all__ = [
     "ArgumentsInvalid",
@@ -28,10 +30,13 @@ __all__ = [
     "convert_arguments",
     "docstring_summary",
     "output_checker",
+    "prompt_signature",
     "return_schema",
     "signature_schema",
+    "tool_output",
 ]
 
+Dump = Callable[[object], tuple[object, object]]
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _HEADER_TYPES = (str, int, bool)
 
@@ -59,9 +64,23 @@ class ToolSignature:
     """What registration learns from a handler's signature."""
 
     input_schema: dict[str, object]
-    args_type: type[msgspec.Struct]
+    args_type: type[msgspec.Struct] | None  # None: the parameters are pydantic's
     param_names: tuple[str, ...]
     ask_if_missing: Mapping[str, tuple[str, dict[str, object]]]  # param → (message, property)
+    pydantic_convert: Callable[[Mapping[str, object]], dict[str, object]] | None = None
+
+    def converter(self) -> Callable[[Mapping[str, object]], dict[str, object]]:
+        """Validate and convert `arguments` into handler keyword arguments (ArgumentsInvalid)."""
+        if self.pydantic_convert is not None:
+            return self.pydantic_convert
+        return functools.partial(convert_arguments, self)
+
+    def argument(self, name: str) -> tuple[bool, str | None]:
+        """Whether parameter `name` is required, and its description in the schema."""
+        props = typing.cast(Mapping[str, Mapping[str, object]], self.input_schema["properties"])
+        text = props.get(name, {}).get("description")
+        required = typing.cast(list[str], self.input_schema["required"])
+        return name in required, text if isinstance(text, str) else None
 
 
 def _hints(fn: Callable[..., object]) -> dict[str, Any]:
@@ -132,11 +151,19 @@ def signature_schema(fn: Callable[..., object], *, skip: Collection[str]) -> Too
     Raises TypeError for unsupported parameter types or misused markers.
     """
     hints = _hints(fn)
+    params = _parameters(fn, skip)
+    if any(_pydantic.involves(hints.get(p.name), p.default) for p in params):
+        return _pydantic_signature(fn, hints, params)
+    return _msgspec_signature(fn, hints, params)
+
+
+def _msgspec_signature(fn: Callable[..., object], hints: Mapping[str, Any],
+                       params: list[inspect.Parameter]) -> ToolSignature:
     fields: list[tuple[str, object, object]] = []
     headers: dict[str, str] = {}
     asks: dict[str, tuple[str, dict[str, object]]] = {}
     defaults: dict[str, object] = {}
-    for p in _parameters(fn, skip):
+    for p in params:
         annotation, header, ask = _strip_markers(hints.get(p.name, Any))
         default = _default(p)
         if p.default is not inspect.Parameter.empty:
@@ -166,6 +193,72 @@ def signature_schema(fn: Callable[..., object], *, skip: Collection[str]) -> Too
     if "$defs" in body:
         schema["$defs"] = body["$defs"]
     return ToolSignature(schema, args_type, tuple(f[0] for f in fields), asks)
+
+
+def prompt_signature(fn: Callable[..., object], *, skip: Collection[str]) -> ToolSignature | None:
+    """The signature of a prompt with pydantic parameters, else None (its arguments are the
+    strings the client sent). Pydantic converts the strings (`"3"` for an int)."""
+    try:  # prompts without pydantic keep what they accepted before: any annotations, **kwargs
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except NameError:
+        return None
+    params = [p for p in inspect.signature(fn).parameters.values() if p.name not in skip]
+    if any(_pydantic.involves(hints.get(p.name), p.default) for p in params):
+        return _pydantic_signature(fn, hints, _parameters(fn, skip))
+    return None
+
+
+def _pydantic_signature(fn: Callable[..., object], hints: Mapping[str, Any],
+                        params: list[inspect.Parameter]) -> ToolSignature:
+    """The inputSchema and converter of a handler with pydantic parameters (docs/server.md)."""
+    found: list[_pydantic.Parameter] = []
+    headers: dict[str, str] = {}
+    messages: dict[str, str] = {}
+    for p in params:
+        annotation, header, ask = _strip_markers(hints.get(p.name, Any))
+        if _pydantic.mixes_msgspec(annotation):
+            raise TypeError(f"{_name(fn)}: parameter {p.name!r} uses msgspec (a Struct or Meta) "
+                            "beside pydantic parameters, and pydantic cannot read msgspec types: "
+                            "use pydantic.Field(...) and BaseModel in this handler")
+        if header is not None:
+            _check_header(p.name, header, annotation, {h.lower() for h in headers.values()})
+            headers[p.name] = header.name
+        if ask is not None:
+            messages[p.name] = ask.message or f"Please provide {humanise(p.name).lower()}."
+        default = _pydantic.NO_DEFAULT if p.default is inspect.Parameter.empty else p.default
+        found.append(_pydantic.Parameter(p.name, annotation, default, ask is not None))
+    try:
+        schema, validate = _pydantic.arguments(getattr(fn, "__name__", "tool"), found)
+    except TypeError as exc:
+        raise TypeError(f"{_name(fn)}: unsupported parameter type: {exc}") from None
+    props = typing.cast(dict[str, dict[str, object]], schema["properties"])
+    for name, header_name in headers.items():
+        props[name]["x-mcp-header"] = header_name
+    asks = _model_asks(messages, schema)
+
+    def convert(arguments: Mapping[str, object]) -> dict[str, object]:
+        if not isinstance(arguments, Mapping):
+            raise ArgumentsInvalid("Invalid arguments: expected an object")
+        try:
+            return validate(arguments)
+        except _pydantic.Invalid as exc:
+            raise ArgumentsInvalid(f"Invalid arguments: {exc}") from None
+
+    return ToolSignature(schema, None, tuple(p.name for p in found), asks, convert)
+
+
+def _model_asks(messages: Mapping[str, str],
+                schema: Mapping[str, Any]) -> dict[str, tuple[str, dict[str, object]]]:
+    """The form property of each AskIfMissing parameter, from its pydantic schema."""
+    defs = typing.cast(Mapping[str, Mapping[str, object]], schema.get("$defs") or {})
+    asks: dict[str, tuple[str, dict[str, object]]] = {}
+    for name, message in messages.items():
+        try:
+            asks[name] = message, form_property(name, schema["properties"][name], defs)
+        except TypeError as exc:
+            raise TypeError(f"parameter {name!r}: AskIfMissing needs a form-friendly type: "
+                            f"{exc}") from None
+    return asks
 
 
 def _keep_declared_order(annotation: object, prop: object) -> None:
@@ -207,6 +300,8 @@ def convert_arguments(sig: ToolSignature, arguments: Mapping[str, object]) -> di
     Unknown keys are ignored; omitted AskIfMissing parameters are absent from the result.
     Raises ArgumentsInvalid.
     """
+    if sig.args_type is None:
+        return sig.converter()(arguments)
     if not isinstance(arguments, Mapping):
         raise ArgumentsInvalid("Invalid arguments: expected an object")
     try:
@@ -230,11 +325,26 @@ def _is_object_type(tp: object) -> bool:
 
 
 def return_schema(fn: Callable[..., object]) -> dict[str, object] | None:
-    """The outputSchema for a Struct / TypedDict / dataclass return annotation, else None."""
+    """The outputSchema for a Struct / TypedDict / dataclass / pydantic return annotation."""
+    return tool_output(fn)[0]
+
+
+def tool_output(fn: Callable[..., object]) -> tuple[dict[str, object] | None, Dump | None]:
+    """The outputSchema of `fn`'s return annotation, and the dump of a pydantic one.
+
+    The dump turns a returned value into (JSON for the text, structuredContent); None means
+    msgspec's `to_builtins`, or no structured output when the schema is None too.
+    """
     tp = _hints(fn).get("return")
+    if tp is not None and _pydantic.involves(tp):
+        try:
+            found = _pydantic.output(tp)
+        except TypeError as exc:
+            raise TypeError(f"{_name(fn)}: unsupported return type: {exc}") from None
+        return found.schema, found.dump
     while typing.get_origin(tp) is Annotated:
         tp = typing.get_args(tp)[0]
-    return _inline(tp) if _is_object_type(tp) else None
+    return (_inline(tp) if _is_object_type(tp) else None), None
 
 
 def output_checker(schema: Mapping[str, object]) -> Callable[[object], str | None]:

@@ -276,7 +276,8 @@ class TaskRunner:
             out = tool_failure(exc, entry.tool.name, self.log)  # a ProtocolError is re-raised
         if isinstance(out, InputRequiredResult):
             return out
-        return checked_tool_result(entry.tool.name, out, entry.check_output, self.log)
+        return checked_tool_result(entry.tool.name, out, entry.check_output, self.log,
+                                   entry.dump)
 
     async def _park(self, record: TaskRecord, consumed: Mapping[str, object],
                     parked: Mapping[str, str], out: InputRequiredResult) -> bool:
