@@ -80,6 +80,26 @@ def test_26_delete_ends_the_session_on_every_worker_and_after_a_restart() -> Non
     assert after == [404] * 150
 
 
+def test_26_a_delete_on_another_worker_closes_this_workers_get_stream() -> None:
+    store = MemoryStore()
+    streaming, deleting = worker(store, keepalive=0.2), worker(store)
+
+    async def go(url: str) -> float:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client, \
+                client_at(deleting, "127.0.0.1") as other:
+            session = await open_session(client)
+            async with client.stream("GET", "/mcp", headers=session) as stream:
+                assert stream.status_code == 200
+                started = asyncio.get_running_loop().time()
+                assert (await other.delete("/mcp", headers=session)).status_code == 200
+                async for _ in stream.aiter_bytes():
+                    pass  # keep-alives, until the stream ends
+                return asyncio.get_running_loop().time() - started
+
+    with LiveServer(streaming) as server:
+        assert run(go(server.url), timeout=20) < 2.0
+
+
 def test_26_a_flood_of_initialize_is_capped_and_leaves_another_clients_call_in_flight() -> None:
     # Before #26 one table of 10,000 held every client's sessions, oldest evicted first: 10,050
     # initialize from anyone ended a victim's session and its call waiting on a pushed ask.

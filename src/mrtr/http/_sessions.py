@@ -17,6 +17,7 @@ handlers may ask are answered on an SSE stream that also carries the server→cl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -175,8 +176,13 @@ class SessionEndpoint:
 
         async def listen(out: Outbound) -> None:
             session.streams.append(out)
-            try:
-                await session.closed.wait()
+            try:  # a DELETE another process served ends it too: asked every keep-alive
+                while not session.closed.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(self.app.keepalive):
+                            await session.closed.wait()
+                    if not session.closed.is_set():
+                        await self.server.sessions.refresh(session)
             finally:
                 session.streams.remove(out)
 

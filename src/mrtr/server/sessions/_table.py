@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from mrtr.errors import InvalidRequestState
+from mrtr.errors import InvalidRequestState, StoreUnavailable
 from mrtr.server._failures import too_many_sessions
 from mrtr.server._sealing import Binding, Sealer, digest_arguments
 from mrtr.server.sessions._session import Session, SessionInfo, UnknownSession
@@ -154,6 +154,19 @@ class Sessions:
             await store.put_if_absent(_ended_key(digest), b"", expires=expires)
         self._forget(session)
         self._note_ended(session.id)
+
+    async def refresh(self, session: Session) -> None:
+        """End `session` here too when another process terminated it (its GET streams close):
+        what a long-lived stream asks now and then. A store that cannot answer changes nothing.
+        """
+        try:
+            ended = await self._recorded(session.id)
+        except StoreUnavailable as exc:
+            self._log.info("could not check whether a session was terminated: %s", exc.reason)
+            return
+        if ended:
+            self._forget(session)
+            self._note_ended(session.id)
 
     def touch(self, session: Session) -> None:
         """`session` was just used: it goes last in the eviction order."""
