@@ -377,7 +377,7 @@ def _id(value: object) -> RequestId | None:
     return None
 
 
-def _shown(request_id: object) -> object:
+def _shown(request_id: object) -> str:
     """A client-chosen id as logged: at most 80 characters of it."""
     text = repr(request_id)
     return text if len(text) <= 80 else text[:77] + "..."

@@ -5,10 +5,11 @@
 # info, the client it counts against (`tenant`) and a random secret: any worker or replica
 # validates an id without a session table. What changes during a session (log level,
 # subscriptions, GET streams, server requests awaiting answers, requests in flight) lives in
-# this process only. Server request ids are `number.expiry.tag`, the tag an HMAC under the
-# session's secret: any process holding the id tells an id this session issued (and whose ask
-# is not over) from one it never issued, without asking anyone, so only answers to real asks
-# travel through the store to the process that may await them (the answer channel).
+# this process only, so those want sticky routing across workers. Server request ids are
+# `number.expiry.tag`, the tag an HMAC under the session's secret: any process holding the id
+# tells an id this session issued (and whose ask is not over) from one it never issued, without
+# asking anyone, so only answers to real asks travel through the store to the process that may
+# await them (the answer channel).
 from __future__ import annotations
 
 import asyncio
