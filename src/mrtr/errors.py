@@ -36,6 +36,7 @@ __all__ = [
     "ResourceNotFound",
     "SessionNotFound",
     "StoreUnavailable",
+    "TooManySessions",
     "TransportError",
     "Unauthorized",
     "UnsupportedProtocolVersion",
@@ -160,6 +161,23 @@ class SessionNotFound(ProtocolError):
     code = -32001
     http_status = 404
     default_message = "Session not found"
+
+
+class TooManySessions(InvalidRequest):
+    """A 2025 session refused by a cap of the server's session table: HTTP 429, `Retry-After`.
+
+    `limit` is the cap and `scope` what it bounds: "client" (the sessions one principal, or one
+    anonymous address, holds in one process), "server" (every session of the process), "ended"
+    (the terminated ids of one client the store remembers until they expire).
+    """
+
+    http_status = 429
+
+    def __init__(self, message: str, *, limit: int, scope: str, retry_after: float) -> None:
+        super().__init__(message, data={"limit": limit, "scope": scope})
+        self.limit = limit
+        self.scope = scope
+        self.retry_after = retry_after
 
 
 class ResourceNotFound(ProtocolError):

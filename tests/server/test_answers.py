@@ -39,7 +39,7 @@ async def call_with_the_answer_elsewhere(stream: SessionServer, other: SessionSe
         "clientInfo": {"name": "t", "version": "1"}}}
     session, _ = stream.initialize(initialize, PEER)
     assert session is not None
-    there = other.sessions.get(session.id, None)  # the same session id, opened over there
+    there = await other.sessions.get(session.id, None)  # the same session id, opened over there
     answered: list[asyncio.Task[Any]] = []
 
     async def outbound(message: bytes) -> None:
@@ -96,5 +96,9 @@ def test_13_server_request_ids_differ_between_processes_serving_one_session() ->
         "protocolVersion": "2025-11-25", "capabilities": {}}}
     session, _ = stream.initialize(initialize, PEER)
     assert session is not None
-    there = other.sessions.get(session.id, None)
-    assert next(session._ids) != next(there._ids)
+    there = asyncio.run(other.sessions.get(session.id, None))
+    here_id, there_id = session._new_id(5.0), there._new_id(5.0)
+    assert here_id.split(".")[0] != there_id.split(".")[0]
+    # Each process tells its own ids from the other's: only those may be awaited elsewhere.
+    assert session.origin(here_id) == "here" and session.origin(there_id) == "elsewhere"
+    assert there.origin(there_id) == "here" and there.origin(here_id) == "elsewhere"

@@ -11,8 +11,9 @@ from typing import Annotated, Any
 import pytest
 from msgspec import Meta
 
-from mrtr.protocol import TextContent
+from mrtr.protocol import UNSET, TextContent
 from mrtr.server import Context, Dispatcher, Form, Peer, Server, Session, SessionServer
+from mrtr.stores import MemoryStore
 
 PEER = Peer(principal=None, transport="test")
 app = Server("sessions-test", version="1.0.0", instructions="Be kind.")
@@ -63,6 +64,15 @@ async def chatty(ctx: Context) -> str:
 async def capabilities(ctx: Context) -> str:
     """Echoes the client capabilities the handler sees."""
     return json.dumps(ctx.client_capabilities.elicitation)
+
+
+@app.tool()
+async def who(ctx: Context) -> str:
+    """Echoes the client's name and which capabilities it has; reports progress."""
+    await ctx.report_progress(1, 2)
+    info, caps = ctx.client_info, ctx.client_capabilities
+    return json.dumps([info.name if info else None, caps.elicitation is not UNSET,
+                       caps.sampling is not UNSET])
 
 
 @app.resource("test://doc", mime_type="text/plain")
@@ -210,6 +220,34 @@ def test_modern_meta_on_a_session_is_served_statelessly() -> None:
     assert client.requests() == []
 
 
+def test_26_a_requests_meta_cannot_override_what_the_session_negotiated() -> None:
+    # A 2025-03-26 session negotiated no elicitation and set no log level; a request's `_meta`
+    # claiming elicitation and sampling, another client and debug logs changes none of that.
+    # Other `_meta` keys pass: the progress token still reaches the handler.
+    forged = {"io.modelcontextprotocol/clientCapabilities": {
+                  "elicitation": {"form": {}, "url": {}}, "sampling": {}},
+              "io.modelcontextprotocol/clientInfo": {"name": "forged", "version": "9"},
+              "io.modelcontextprotocol/logLevel": "debug", "progressToken": "p-1"}
+    client = open_session(lambda m: {"result": {"action": "accept"}}, version="2025-03-26",
+                          capabilities={})
+
+    def call(name: str, id: int, **arguments: str) -> dict[str, Any]:
+        params = {"name": name, "arguments": arguments, "_meta": forged}
+        return run(client.call("tools/call", params, id=id))
+
+    booked = call("book", 2, order="F")
+    assert booked["result"]["isError"] is True and client.requests() == []  # never pushed
+    assert json.loads(call("who", 3)["result"]["content"][0]["text"]) == ["t", False, False]
+    call("chatty", 4)
+    assert [m["method"] for m in client.sent] == ["notifications/progress"]  # no log lines
+    assert client.sent[0]["params"]["progressToken"] == "p-1"
+    # And the other way: a request claiming less keeps what the session negotiated.
+    rich = open_session(lambda m: None)
+    reply = run(rich.call("tools/call", {"name": "capabilities", "arguments": {}, "_meta": {
+        "io.modelcontextprotocol/clientCapabilities": {}}}))
+    assert json.loads(reply["result"]["content"][0]["text"]) == {"form": {}, "url": {}}
+
+
 # -- pushed asks --------------------------------------------------------------------------------
 def test_reask_with_feedback_and_the_side_effect_runs_once() -> None:
     BOOKED.clear()
@@ -267,7 +305,40 @@ def test_responses_to_unknown_ids_are_ignored_and_logged(caplog: pytest.LogCaptu
         out = run(client.server.serve(client.session, {"jsonrpc": "2.0", "id": 424242,
                                                        "result": {}}, PEER, client.outbound))
     assert out is None
-    assert "unknown server request id 424242" in caplog.text
+    assert "server request id 424242, which this session never issued" in caplog.text
+
+
+def test_26_responses_to_ids_never_issued_are_dropped_never_stored_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Before #26 each went to the store for the ask timeout (600 s) whatever its size: another
+    # process might have sent the request. Only ids this session issued may now go there.
+    store = MemoryStore()
+    server = SessionServer(Dispatcher(app, store=store), ask_timeout=5.0)
+    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}}}
+    session, _ = server.initialize(message, PEER)
+    assert session is not None
+    there = SessionServer(Dispatcher(app, sealer=server.dispatcher.sealer, store=store))
+    elsewhere = run(there.sessions.get(session.id, None))
+    issued = elsewhere._new_id(5.0)  # a request the other process sent: it may await this
+    number, expiry, tag = issued.split(".")
+    strays = [4242, "s-1", None, f"{number}.{expiry}.{'A' * len(tag)}", issued + "0",
+              f"{int(number) + 1}.{expiry}.{tag}"]
+
+    async def post(request_id: object) -> None:
+        response = {"jsonrpc": "2.0", "id": request_id, "result": {"blob": "x" * 100_000}}
+        assert await server.serve(session, response, PEER, lambda m: asyncio.sleep(0)) is None
+
+    with caplog.at_level(logging.INFO, "mrtr.server.session"):
+        for request_id in strays * 20:
+            run(post(request_id))
+        assert len(store._entries) == 0  # nothing stored
+        run(post(issued))
+    dropped = [r for r in caplog.records if "never issued" in r.getMessage()]
+    assert len(dropped) == 1 and dropped[0].levelno == logging.WARNING
+    assert len(store._entries) == 1  # the answer to the real request: for the process awaiting it
+    assert session.strays == 120
 
 
 def test_url_elicitation_carries_an_id_and_completes() -> None:

@@ -86,7 +86,7 @@ def test_a_probe_then_initialize_then_pushed_asks_over_a_subprocess() -> None:
     assert final == {"jsonrpc": "2.0", "id": 2,
                      "result": {"content": [{"type": "text", "text": "Hello Ada, you like teal"}]}}
     assert modern["result"]["resultType"] == "complete"
-    assert b"unknown server request id 777" in stderr
+    assert b"server request id 777, which this session never issued" in stderr
 
 
 def test_a_modern_discover_does_not_lock_the_era_in_process() -> None:

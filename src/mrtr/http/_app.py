@@ -26,7 +26,7 @@ from mrtr.http._exchange import Exchange
 from mrtr.http._health import PROBE_PATHS, Health
 from mrtr.http._hosts import HostCheck, bound_resource
 from mrtr.http._sessions import SessionEndpoint, session_era
-from mrtr.server import Dispatcher, Peer, Principal, Server
+from mrtr.server import Dispatcher, Peer, Principal, Server, SessionLimits
 from mrtr.server._failures import (
     auth_refusal,
     bad_request,
@@ -90,7 +90,8 @@ class McpApp:
     (seconds, None: no deadline) bounds the time a request's body takes to arrive; after it the
     request gets 408 and its connection is closed (a client dribbling the body cannot hold it).
     `sessions` also serves `initialize` clients (2025-11-25 and earlier) on the same path;
-    `ask_timeout` is how long their server→client requests wait for an answer (seconds).
+    `ask_timeout` is how long their server→client requests wait for an answer (seconds), and
+    `session_limits` caps the sessions a process holds (per client and in all).
     `health` serves `GET /healthz` and `GET /readyz` (docs/operations.md) beside `path`.
     `owns_store` closes the Dispatcher's store when the ASGI lifespan ends (see `lifespan`).
     """
@@ -110,6 +111,7 @@ class McpApp:
         expose_worker: bool = False,
         sessions: bool = True,
         ask_timeout: float = 600.0,
+        session_limits: SessionLimits | None = None,
         health: bool = True,
         owns_store: bool = False,
     ) -> None:
@@ -132,7 +134,8 @@ class McpApp:
         )
         self._loop_seen: tuple[asyncio.AbstractEventLoop, int] | None = None
         self.sessions: SessionEndpoint | None = (
-            SessionEndpoint(self, ask_timeout=ask_timeout) if sessions else None
+            SessionEndpoint(self, ask_timeout=ask_timeout, limits=session_limits) if sessions
+            else None
         )
         self.health: Health | None = Health(lambda: self.dispatcher) if health else None
 
@@ -261,7 +264,7 @@ class McpApp:
         ):
             raise post_only()
         principal = await self._authenticate(scope, headers)
-        await self.sessions.other(method, headers, principal, exchange)
+        await self.sessions.other(method, scope, headers, principal, exchange)
 
     def running_loop(self) -> asyncio.AbstractEventLoop:
         """The event loop running this request, without a system call per request.

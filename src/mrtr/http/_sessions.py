@@ -8,13 +8,16 @@ handlers may ask are answered on an SSE stream that also carries the server→cl
 # Design: McpApp only calls in here when a message failed the 2026-07-28 decode and carried no
 # 2026 version header (or for GET/DELETE with a session id), so the stateless path pays nothing.
 # A body with 2026 `_meta` gets the 2026 error it earned. Unknown, forged, expired and terminated
-# ids are 404 (-32001, as the official SDKs answer); a request without an id is 400. A tool call
+# ids are 404 (-32001, as the official SDKs answer); a request without an id is 400. A session
+# cap is 429 with Retry-After; an anonymous caller counts by the ASGI scope's `client` address
+# (behind a proxy: the address uvicorn takes from a trusted proxy's X-Forwarded-For). A tool call
 # is checked for scopes before its stream opens, so it is refused as a 2026 one is (403). Every
 # refusal is built by the error policy (mrtr.server._failures). A client disconnect cancels the
 # handler, as on the stateless path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -29,10 +32,11 @@ from mrtr.protocol import (
     JSONObject,
     encode_sse_event,
 )
-from mrtr.server import Peer, Session, SessionServer
+from mrtr.server import Peer, Session, SessionLimits, SessionServer
 from mrtr.server._failures import (
     Refusal,
     batch_refused,
+    error_refusal,
     not_a_request,
     not_json,
     scope_refusal,
@@ -64,9 +68,11 @@ def session_era(headers: Mapping[str, str]) -> bool:
 class SessionEndpoint:
     """Serves the session traffic of one McpApp through one SessionServer."""
 
-    def __init__(self, app: McpApp, *, ask_timeout: float) -> None:
+    def __init__(self, app: McpApp, *, ask_timeout: float,
+                 limits: SessionLimits | None = None) -> None:
         self.app = app
         self.ask_timeout = ask_timeout
+        self.limits = limits
         self._server: SessionServer | None = None
 
     @property
@@ -76,7 +82,8 @@ class SessionEndpoint:
         server = self._server
         if server is None or server.dispatcher is not self.app.dispatcher:
             server = self._server = SessionServer(self.app.dispatcher,
-                                                  ask_timeout=self.ask_timeout)
+                                                  ask_timeout=self.ask_timeout,
+                                                  limits=self.limits)
         return server
 
     # -- POST ----------------------------------------------------------------------------------
@@ -98,12 +105,18 @@ class SessionEndpoint:
             await _refuse(exchange, not_json(fallback))
             return
         peer = self.app.peer_for(principal)  # scopes from the authenticator, as for 2026
+        address = _address(scope)
         if isinstance(message, dict) and message.get("method") == "initialize" and "id" in message:
-            session, reply = self.server.initialize(message, peer)
+            try:
+                session, reply = self.server.initialize(message, peer, address=address)
+            except ProtocolError as exc:  # a session cap (429)
+                await _refuse(exchange, error_refusal(exc, _id(message.get("id"))))
+                return
             extra = [(b"mcp-session-id", session.id.encode())] if session is not None else []
             await exchange.respond(200, reply, extra)
             return
-        session = await self._session(headers, principal, exchange, _request_id(message))
+        session = await self._session(headers, principal, address, exchange,
+                                      _request_id(message))
         if session is None:
             return
         if isinstance(message, list):
@@ -145,21 +158,31 @@ class SessionEndpoint:
 
     # -- GET and DELETE ------------------------------------------------------------------------
     async def other(
-        self, method: str, headers: Mapping[str, str], principal: str | None, exchange: Exchange
+        self, method: str, scope: ASGIScope, headers: Mapping[str, str], principal: str | None,
+        exchange: Exchange,
     ) -> None:
-        """GET: the session's server→client stream; DELETE: end the session."""
-        session = await self._session(headers, principal, exchange, None)
+        """GET: the session's server→client stream; DELETE: end the session everywhere."""
+        session = await self._session(headers, principal, _address(scope), exchange, None)
         if session is None:
             return
         if method == "DELETE":
-            self.server.sessions.end(session)
+            try:
+                await self.server.sessions.end(session)
+            except ProtocolError as exc:  # the store is down, or the client's cap of ends
+                await _refuse(exchange, error_refusal(exc))
+                return
             await exchange.respond(200, b"")
             return
 
         async def listen(out: Outbound) -> None:
             session.streams.append(out)
-            try:
-                await session.closed.wait()
+            try:  # a DELETE another process served ends it too: asked every keep-alive
+                while not session.closed.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(self.app.keepalive):
+                            await session.closed.wait()
+                    if not session.closed.is_set():
+                        await self.server.sessions.refresh(session)
             finally:
                 session.streams.remove(out)
 
@@ -169,19 +192,25 @@ class SessionEndpoint:
         self,
         headers: Mapping[str, str],
         principal: str | None,
+        address: str | None,
         exchange: Exchange,
         request_id: object,
     ) -> Session | None:
-        """The session the request names; None after answering 400 or 404 for it."""
-        rid = request_id if isinstance(request_id, str | int) else None
+        """The session the request names; None after refusing the request (400, 404, a cap's
+        429, or 503 when the store cannot say whether the session was terminated)."""
+        rid = _id(request_id)
         session_id = headers.get("mcp-session-id")
         if session_id is None:
             await _refuse(exchange, session_required(rid))
             return None
         try:
-            session = self.server.sessions.get(session_id.strip(), principal)
+            session = await self.server.sessions.get(session_id.strip(), principal,
+                                                     address=address)
         except UnknownSession:
             await _refuse(exchange, session_not_found(rid))
+            return None
+        except ProtocolError as exc:
+            await _refuse(exchange, error_refusal(exc, rid))
             return None
         version = headers.get("mcp-protocol-version")
         if version is not None and version.strip() != session.version:
@@ -285,3 +314,15 @@ def _has_modern_meta(message: object) -> bool:
 
 def _request_id(message: JSONObject | list[Any]) -> object:
     return message.get("id") if isinstance(message, dict) else None
+
+
+def _id(value: object) -> str | int | None:
+    return value if isinstance(value, str | int) and not isinstance(value, bool) else None
+
+
+def _address(scope: ASGIScope) -> str | None:
+    """The client's host as the ASGI server saw it (`scope["client"]`), if it says."""
+    client = scope.get("client")
+    if isinstance(client, list | tuple) and client and isinstance(client[0], str):
+        return client[0]
+    return None

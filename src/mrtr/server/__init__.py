@@ -20,7 +20,7 @@ from mrtr.server._rounds import InputRequired
 from mrtr.server._schema import AskIfMissing, Header
 from mrtr.server._sealing import Binding, Sealer, generate_key, parse_keys
 from mrtr.server._telemetry import ServerTelemetry
-from mrtr.server.sessions import Session, SessionServer
+from mrtr.server.sessions import Session, SessionLimits, SessionServer
 from mrtr.server.tasks import TaskPolicy
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "Server",
     "ServerTelemetry",
     "Session",
+    "SessionLimits",
     "SessionServer",
     "TaskPolicy",
     "ToolError",

@@ -44,6 +44,7 @@ from mrtr.errors import (
     ProtocolError,
     ResourceNotFound,
     SessionNotFound,
+    TooManySessions,
     Unauthorized,
 )
 from mrtr.protocol import CallToolResult, JSONObject, TextContent
@@ -57,8 +58,9 @@ __all__ = [
     "error_refusal", "error_reply", "failed_reply", "host_refused", "http_refusal", "in_flight",
     "legacy_error", "line_too_long", "not_a_request", "not_found", "not_json", "post_only",
     "probe_method", "Refusal", "scope_refusal", "session_not_found", "session_required",
-    "session_version", "task_error", "timed_out", "too_large", "too_many_rounds", "too_many_tasks",
-    "tool_failure", "unanswered", "unready", "unsupported_media_type", "wire_error",
+    "session_version", "task_error", "timed_out", "too_large", "too_many_rounds",
+    "too_many_sessions", "too_many_tasks", "tool_failure", "unanswered", "unready",
+    "unsupported_media_type", "wire_error",
 ]
 
 RequestId = str | int | None
@@ -185,6 +187,23 @@ def ask_failed(request_id: RequestId, method: object, text: str, log: logging.Lo
     return Reply(request_id, error=InternalError(text))
 
 
+_SESSION_CAPS = {
+    "client": "this client already holds {limit} sessions in this server process (its limit); "
+              "end one (DELETE) or retry later",
+    "server": "this server process already holds {limit} sessions (its limit); retry later",
+    "ended": "this client ended {limit} sessions whose ids have not expired yet (its limit): "
+             "this one stays open until it expires",
+}
+
+
+def too_many_sessions(scope: str, limit: int, retry_after: float) -> TooManySessions:
+    """A session cap refused a session (`scope`: "client", "server" or "ended"): the error
+    names the cap; sent as 429 with `Retry-After` (HTTP) or as its JSON-RPC error (stdio)."""
+    text = _SESSION_CAPS[scope].format(limit=limit)
+    return TooManySessions(f"Too many sessions: {text}", limit=limit, scope=scope,
+                           retry_after=max(1.0, retry_after))
+
+
 def too_many_rounds(request_id: RequestId) -> Reply:
     """A session's request still asking after the Dispatcher's round cap."""
     return Reply(request_id, error=InternalError("Too many input rounds"))
@@ -210,9 +229,10 @@ def _refused(status: int, message: str, headers: Headers = ()) -> Refusal:
 
 
 def error_refusal(error: ProtocolError, request_id: RequestId = None) -> Refusal:
-    """`error` as an HTTP answer: its class's status, its id (default: the one decoded)."""
+    """`error` as an HTTP answer: its class's status (and `Retry-After` when it is
+    retryable), its id (default: the one decoded)."""
     reply = Reply(request_id if request_id is not None else error.request_id, error=error)
-    return Refusal(reply.http_status, reply.body)
+    return Refusal(reply.http_status, reply.body, reply.headers)
 
 
 def host_refused(reason: str) -> Refusal:

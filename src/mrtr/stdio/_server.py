@@ -148,7 +148,11 @@ class _Stream:
         if method == "initialize" and "id" in message:
             # Design: a failed probe (`server/discover`) never locks the era; neither does a
             # second `initialize`, which starts the session afresh.
-            session, body = self.sessions.initialize(message, self.peer)
+            try:
+                session, body = self.sessions.initialize(message, self.peer)
+            except ProtocolError as exc:  # a session cap
+                await self.write(error_reply(_id(message["id"]), exc).body)
+                return True
             if session is not None:
                 self.session = session
             await self.write(body)
@@ -205,6 +209,10 @@ class _Stream:
         if late:
             self.log.warning("cancelled %d request(s) still running at EOF", len(late))
             await asyncio.wait(late)
+
+
+def _id(value: object) -> str | int | None:
+    return value if isinstance(value, str | int) and not isinstance(value, bool) else None
 
 
 def _modern(message: dict[str, Any]) -> bool:

@@ -8,10 +8,11 @@ retry with `inputResponses` and `requestState` until the result is final.
 
 # Design: one code path for handlers. The round engine replays the handler from its journal on
 # every retry, so `ctx.once` runs once and a re-ask carries its feedback exactly as over MRTR.
-# Results lose the 2026 envelope here (`resultType`, `ttlMs`, `cacheScope`, serverInfo `_meta`);
-# `ping`, `logging/setLevel` and `resources/(un)subscribe` answer exactly `{}`. Transports own
-# the I/O: they give each request an Outbound (its POST's SSE stream, or stdout) and pass client
-# responses back through `serve`, which resolves the waiting server request by id.
+# Results lose the 2026 envelope (`resultType`, `ttlMs`, `cacheScope`, serverInfo `_meta`) in
+# `_era`; `ping`, `logging/setLevel` and `resources/(un)subscribe` answer exactly `{}`. Transports
+# own the I/O: they give each request an Outbound (its POST's SSE stream, or stdout) and pass
+# client responses back through `serve`, which resolves the waiting server request by id, passes
+# an answer to a request another process issued to the store, and drops any other at once.
 from __future__ import annotations
 
 import asyncio
@@ -34,7 +35,6 @@ from mrtr.protocol import (
     LEGACY_VERSIONS,
     METHODS,
     PROTOCOL_VERSION_KEY,
-    SERVER_INFO_KEY,
     UNSET,
     ElicitationCompleteNotification,
     ElicitationCompleteNotificationParams,
@@ -49,15 +49,16 @@ from mrtr.protocol import (
     negotiate_version,
 )
 from mrtr.server._dispatch import Dispatcher, Reply
-from mrtr.server._failures import ask_failed, error_reply, legacy_error, too_many_rounds
+from mrtr.server._failures import ask_failed, error_reply, too_many_rounds
 from mrtr.server._peer import Peer
 from mrtr.server.sessions._answers import AnswerChannel
-from mrtr.server.sessions._session import Outbound, Session, SessionInfo, Sessions
+from mrtr.server.sessions._era import legacy_reply, modern, result_body
+from mrtr.server.sessions._session import Outbound, Session, SessionInfo
+from mrtr.server.sessions._table import SessionLimits, Sessions
 
 __all__ = ["SessionServer"]
 
 _LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-_ENVELOPE_KEYS = ("resultType", "ttlMs", "cacheScope")
 # Methods whose handlers may ask: HTTP answers them on an SSE stream.
 STREAMED = frozenset(m for m, spec in METHODS.items() if spec.may_input_required)
 
@@ -74,7 +75,8 @@ class SessionServer:
     """Serves the requests of `initialize` sessions through one Dispatcher (for the transports).
 
     `ask_timeout` is how many seconds a server→client request may wait for its answer;
-    `session_ttl` bounds the life of a session id (seconds).
+    `session_ttl` bounds the life of a session id (seconds); `limits` caps the sessions this
+    process holds (SessionLimits). Terminations go to the Dispatcher's store, for every process.
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class SessionServer:
         *,
         ask_timeout: float = 600.0,
         session_ttl: float = 24 * 3600.0,
+        limits: SessionLimits | None = None,
         logger: logging.Logger | None = None,
     ) -> None:
         self.dispatcher = dispatcher
@@ -90,7 +93,8 @@ class SessionServer:
         self.log = logger or logging.getLogger("mrtr.server.session")
         name = dispatcher.server.name
         sealer = dispatcher.sealer.for_audience(f"{name} mcp-session", ttl=session_ttl)
-        self.sessions = Sessions(sealer, logger=self.log)
+        self.sessions = Sessions(sealer, ttl=session_ttl, limits=limits, store=dispatcher.store,
+                                 logger=self.log)
         self.answers = AnswerChannel(dispatcher.store, ttl=ask_timeout, logger=self.log)
         self._local: dict[str, Callable[[Session, JSONObject], JSONObject]] = {
             "ping": _ping,
@@ -100,8 +104,13 @@ class SessionServer:
         }
 
     # -- handshake ---------------------------------------------------------------------------------
-    def initialize(self, message: JSONObject, peer: Peer) -> tuple[Session | None, bytes]:
-        """Open a session for an `initialize` request: (the session or None, the reply body)."""
+    def initialize(self, message: JSONObject, peer: Peer, *,
+                   address: str | None = None) -> tuple[Session | None, bytes]:
+        """Open a session for an `initialize` request: (the session or None, the reply body).
+
+        `address` is the client's network address (an anonymous session counts against it).
+        Raises TooManySessions when a cap of the table refuses the session.
+        """
         request_id = message.get("id")
         params = message.get("params")
         params = params if isinstance(params, dict) else {}
@@ -118,8 +127,8 @@ class SessionServer:
             capabilities=capabilities if isinstance(capabilities, dict) else {},
             client_info=client_info if isinstance(client_info, dict) else None,
         )
-        session = self.sessions.open(info, peer.principal)
-        return session, _result(request_id, self._initialize_result(info.version))
+        session = self.sessions.open(info, peer.principal, address=address)
+        return session, result_body(request_id, self._initialize_result(info.version))
 
     def _initialize_result(self, version: str) -> InitializeResult:
         server = self.dispatcher.server
@@ -148,8 +157,7 @@ class SessionServer:
         """
         method = message.get("method")
         if not isinstance(method, str):
-            if not session.resolve(message):
-                await self.answers.pass_on(session.id, message)
+            await self._response(session, message)
             return None
         if "id" not in message:
             self._notification(session, method, message.get("params"))
@@ -172,6 +180,27 @@ class SessionServer:
             raise
         finally:
             session.inflight.pop(request_id, None)
+            self.sessions.touch(session)
+
+    async def _response(self, session: Session, message: JSONObject) -> None:
+        """A client's response to a server request: to the request awaiting it here, else to
+        the store when another process issued it, else dropped (never stored)."""
+        if session.resolve(message):
+            return
+        request_id = message.get("id")
+        origin = session.origin(request_id)
+        if origin == "elsewhere":
+            await self.answers.pass_on(session.id, message)
+        elif origin == "here":
+            self.log.info("a response to server request %r came after its ask ended: dropped",
+                          request_id)
+        else:
+            session.strays += 1
+            if session.strays == 1:
+                self.log.warning(
+                    "dropped a response to server request id %s, which this session never "
+                    "issued (or whose ask is over); further ones in this session are dropped "
+                    "without a log line", _shown(request_id))
 
     def _notification(self, session: Session, method: str, params: object) -> None:
         if method == "notifications/initialized":
@@ -194,12 +223,12 @@ class SessionServer:
         local = self._local.get(method)
         if local is not None:
             try:
-                return _result(request_id, local(session, params))
+                return result_body(request_id, local(session, params))
             except ProtocolError as exc:
                 return error_reply(request_id, exc).body
         if method == "initialize":
             info = session.info
-            return _result(request_id, self._initialize_result(info.version))
+            return result_body(request_id, self._initialize_result(info.version))
         if method not in METHODS:
             return error_reply(request_id, MethodNotFound(f"Method not found: {method}")).body
         meta = params.get("_meta")
@@ -207,8 +236,8 @@ class SessionServer:
             # 2026-07-28 `_meta` inside a session: served statelessly, exactly as without one.
             reply = await self.dispatcher.handle_bytes(encode(message), peer, sink=_sink(outbound))
             return reply.body if reply is not None else b""
-        reply = await self._rounds(session, _modern(session, message, params), peer, outbound)
-        return _shape(method, reply)
+        reply = await self._rounds(session, modern(session, message, params), peer, outbound)
+        return legacy_reply(method, reply)
 
     def as_request(self, session: Session, message: JSONObject) -> Any | None:
         """`message` decoded as the 2026-07-28 request it is served as; None if it is none."""
@@ -216,7 +245,7 @@ class SessionServer:
         if not isinstance(params, dict):
             return None
         try:
-            return self.dispatcher.receive(encode(_modern(session, message, params)))
+            return self.dispatcher.receive(encode(modern(session, message, params)))
         except ProtocolError:
             return None
 
@@ -348,11 +377,10 @@ def _id(value: object) -> RequestId | None:
     return None
 
 
-def _modern(session: Session, message: JSONObject, params: JSONObject) -> JSONObject:
-    """The 2026-07-28 form of a session's request: the session supplies `_meta`."""
-    meta = params.get("_meta")
-    own = {**(meta if isinstance(meta, dict) else {}), **session.meta}
-    return {**message, "params": {**params, "_meta": own}}
+def _shown(request_id: object) -> str:
+    """A client-chosen id as logged: at most 80 characters of it."""
+    text = repr(request_id)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _sink(outbound: Outbound) -> Callable[[msgspec.Struct], Any]:
@@ -360,25 +388,3 @@ def _sink(outbound: Outbound) -> Callable[[msgspec.Struct], Any]:
         await outbound(encode_message(notification))
 
     return sink
-
-
-def _result(request_id: object, result: object) -> bytes:
-    return encode({"jsonrpc": "2.0", "id": request_id, "result": result})
-
-
-def _shape(method: str, reply: Reply) -> bytes:
-    """The 2025 form of a reply: no 2026 envelope; errors in their 2025 codes or shapes."""
-    reply = legacy_error(method, reply)
-    if reply.error is not None:
-        return reply.body
-    result = msgspec.to_builtins(reply.result)
-    for key in _ENVELOPE_KEYS:
-        result.pop(key, None)
-    meta = result.get("_meta")
-    if isinstance(meta, dict):
-        meta = {k: v for k, v in meta.items() if k != SERVER_INFO_KEY}
-        if meta:
-            result["_meta"] = meta
-        else:
-            del result["_meta"]
-    return _result(reply.request_id, result)

@@ -1,24 +1,28 @@
-"""Sessions opened by `initialize`: the sealed session id and what one session holds in-process."""
+"""A session opened by `initialize`: what its sealed id carries and what it holds in-process."""
 
 # Design: the session id is a Sealer token (its own audience, so it never unseals as a
 # requestState and vice versa) carrying the negotiated version, the client's capabilities and its
-# info: any worker or replica validates an id without a session table. What changes during a
-# session (log level, subscriptions, GET streams, server requests awaiting answers, requests in
-# flight) lives in this process only, so 2025 sessions need sticky routing across workers. A
-# terminated id is remembered here until the table's bound evicts it (404 meanwhile).
+# info, the client it counts against (`tenant`) and a random secret: any worker or replica
+# validates an id without a session table. What changes during a session (log level,
+# subscriptions, GET streams, server requests awaiting answers, requests in flight) lives in
+# this process only, so those want sticky routing across workers. Server request ids are
+# `number.expiry.tag`, the tag an HMAC under the session's secret: any process holding the id
+# tells an id this session issued (and whose ask is not over) from one it never issued, without
+# asking anyone, so only answers to real asks travel through the store to the process that may
+# await them (the answer channel).
 from __future__ import annotations
 
 import asyncio
-import itertools
-import logging
+import base64
+import hmac
+import math
 import secrets
-from collections import OrderedDict
+import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
-from mrtr.errors import InvalidRequestState
 from mrtr.protocol import (
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
@@ -30,15 +34,14 @@ from mrtr.protocol import (
     RequestId,
     encode,
 )
-from mrtr.server._sealing import Binding, Sealer, digest_arguments
 
-__all__ = [
-    "Elsewhere", "Outbound", "Session", "SessionInfo", "Sessions", "UnknownSession",
-    "session_capabilities",
-]
+__all__ = ["Elsewhere", "Origin", "Outbound", "Session", "SessionInfo", "UnknownSession",
+           "session_capabilities"]
 
-_BINDING_TARGET = "mcp-session"
-_NO_ARGUMENTS = digest_arguments({})
+_TAG_BYTES = 12  # of HMAC-SHA256 in a server request id: 16 characters
+_MAX_ID = 64  # characters; a longer response id is none of ours
+_SKEW = 30.0  # seconds an ask's expiry may differ between two processes' clocks
+Origin = Literal["here", "elsewhere"]
 
 
 class Outbound(Protocol):
@@ -67,11 +70,18 @@ class UnknownSession(Exception):  # noqa: N818 - reads as the condition (HTTP 40
 
 
 class SessionInfo(msgspec.Struct, array_like=True, frozen=True):
-    """What `initialize` fixed for the session (sealed into its id)."""
+    """What `initialize` fixed for the session (sealed into its id).
+
+    `tenant` names the client the session counts against (a digest of its principal, or of its
+    address when anonymous); `secret` keys the tags of the server request ids (16 random bytes;
+    empty in ids sealed before it existed, whose answers then never leave their process).
+    """
 
     version: str
     capabilities: dict[str, Any]
     client_info: dict[str, Any] | None = None
+    tenant: str = ""
+    secret: bytes = b""
 
 
 def session_capabilities(version: str, capabilities: JSONObject) -> JSONObject:
@@ -93,11 +103,25 @@ def session_capabilities(version: str, capabilities: JSONObject) -> JSONObject:
 
 
 class Session:
-    """One session's mutable state in this process."""
+    """One session's mutable state in this process.
 
-    def __init__(self, session_id: str, info: SessionInfo) -> None:
+    `tenant` is the client it counts against; `clock` returns epoch seconds.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        info: SessionInfo,
+        *,
+        tenant: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.id = session_id
         self.info = info
+        self.tenant = info.tenant if tenant is None else tenant
+        self._clock = clock
+        self.last_used = clock()  # the table's LRU order: see Sessions.touch
+        self.strays = 0  # responses to ids never issued, dropped (the first one is logged)
         self.log_level: str | None = None
         self.initialized = False
         self.subscriptions: set[str] = set()
@@ -107,12 +131,18 @@ class Session:
         self._pending: dict[RequestId, asyncio.Future[JSONObject]] = {}
         # Server request ids start at a random point: each worker or replica serving this
         # session counts on its own, and an answer may reach another one (the answer channel).
-        self._ids = itertools.count(secrets.randbits(40) + 1)
+        self._first = self._next = secrets.randbits(40) + 1
         self._meta = self._build_meta()
 
     @property
     def version(self) -> str:
         return self.info.version
+
+    @property
+    def busy(self) -> bool:
+        """A request in flight, a server request awaiting its answer or a GET stream open:
+        the table never evicts a busy session."""
+        return bool(self.inflight or self._pending or self.streams)
 
     @property
     def meta(self) -> JSONObject:
@@ -150,7 +180,7 @@ class Session:
         process. Raises TimeoutError after `timeout` seconds; the pending entry is dropped
         either way.
         """
-        request_id = next(self._ids)
+        request_id = self._new_id(timeout)
         future: asyncio.Future[JSONObject] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         waiter: asyncio.Future[JSONObject | None] | None = None
@@ -168,11 +198,36 @@ class Session:
 
     def resolve(self, message: JSONObject) -> bool:
         """Deliver a client response; False when its id matches no request we are waiting on."""
-        future = self._pending.get(message.get("id"))  # type: ignore[arg-type]
+        request_id = message.get("id")
+        future = self._pending.get(request_id) if isinstance(request_id, str | int) else None
         if future is None or future.done():
             return False
         future.set_result(message)
         return True
+
+    def origin(self, request_id: object) -> Origin | None:
+        """Who sent this session's server request `request_id`: "here" (this process, which no
+        longer awaits it: a late answer or a copy), "elsewhere" (another process, which may),
+        None when this session never issued it or its ask is over (drop the response)."""
+        if not self.info.secret or not isinstance(request_id, str) or len(request_id) > _MAX_ID:
+            return None
+        body, _, tag = request_id.rpartition(".")
+        number, _, expiry = body.partition(".")
+        if not (_digits(number) and _digits(expiry)) or int(expiry) + _SKEW < self._clock():
+            return None
+        if not hmac.compare_digest(tag, self._tag(body)):
+            return None
+        return "here" if self._first <= int(number) < self._next else "elsewhere"
+
+    def _new_id(self, timeout: float) -> str:
+        """The id of a new server request whose answer is awaited `timeout` seconds."""
+        number, self._next = self._next, self._next + 1
+        body = f"{number}.{math.ceil(self._clock() + timeout)}"
+        return f"{body}.{self._tag(body)}"
+
+    def _tag(self, body: str) -> str:
+        mac = hmac.digest(self.info.secret, body.encode(), "sha256")[:_TAG_BYTES]
+        return base64.urlsafe_b64encode(mac).decode()
 
     def cancel(self, request_id: object) -> None:
         """`notifications/cancelled`: stop a request of this session still in flight."""
@@ -181,83 +236,5 @@ class Session:
             task.cancel()
 
 
-class Sessions:
-    """Issues and validates session ids; keeps each live session's state (at most `limit`).
-
-    `ttl` (seconds) bounds a session id's life.
-    """
-
-    def __init__(
-        self,
-        sealer: Sealer,
-        *,
-        ttl: float = 24 * 3600.0,
-        limit: int = 10_000,
-        logger: logging.Logger | None = None,
-    ) -> None:
-        self._sealer = sealer
-        self._ttl = ttl
-        self._limit = limit
-        self._log = logger or logging.getLogger("mrtr.server.session")
-        self._live: OrderedDict[str, Session] = OrderedDict()
-        self._ended: OrderedDict[str, None] = OrderedDict()
-        self._encode: Callable[[SessionInfo], bytes] = msgspec.msgpack.Encoder().encode
-        self._decode = msgspec.msgpack.Decoder(SessionInfo).decode
-
-    def open(self, info: SessionInfo, principal: str | None) -> Session:
-        """Start a session: a fresh sealed id bound to `principal`."""
-        token = self._sealer.seal(self._encode(info), _binding(principal))
-        session = Session(token, info)
-        self._remember(session)
-        return session
-
-    def get(self, session_id: str, principal: str | None) -> Session:
-        """The session behind `session_id`. Raises UnknownSession (reason logged)."""
-        session = self._live.get(session_id)
-        if session is not None:
-            self._live.move_to_end(session_id)
-            self._check(session_id, principal)  # still within its lifetime, same principal
-            return session
-        if session_id in self._ended:
-            raise UnknownSession("terminated")
-        info = self._check(session_id, principal)
-        session = Session(session_id, info)  # sealed elsewhere: a restart or another worker
-        session.initialized = True
-        self._remember(session)
-        return session
-
-    def end(self, session: Session) -> None:
-        """DELETE: forget the session; its id answers 404 from now on."""
-        self._live.pop(session.id, None)
-        self._ended[session.id] = None
-        while len(self._ended) > self._limit:
-            self._ended.popitem(last=False)
-        session.closed.set()
-        for task in list(session.inflight.values()):
-            task.cancel()
-
-    def live(self) -> list[Session]:
-        return list(self._live.values())
-
-    def _check(self, session_id: str, principal: str | None) -> SessionInfo:
-        try:
-            body = self._sealer.unseal(session_id, _binding(principal)).body
-            return self._decode(body)
-        except (InvalidRequestState, msgspec.DecodeError) as exc:
-            self._log.info("session id refused: %s", exc)
-            raise UnknownSession(str(exc)) from None
-
-    def _remember(self, session: Session) -> None:
-        self._live[session.id] = session
-        while len(self._live) > self._limit:
-            _, old = self._live.popitem(last=False)
-            self._log.warning("session table full (%d): dropped the oldest session", self._limit)
-            old.closed.set()
-            for task in list(old.inflight.values()):
-                task.cancel()
-
-
-def _binding(principal: str | None) -> Binding:
-    return Binding(method="initialize", target=_BINDING_TARGET, arguments_digest=_NO_ARGUMENTS,
-                   principal=principal)
-
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 20
