@@ -19,9 +19,10 @@ import os
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from mrtr.errors import AuthUnavailable, Forbidden, ProtocolError, Unauthorized
+from mrtr.http._auth import Authenticator, ProtectedResource
 from mrtr.http._exchange import Exchange
 from mrtr.http._health import PROBE_PATHS, Health
 from mrtr.http._hosts import HostCheck, bound_resource
@@ -52,27 +53,9 @@ ASGIScope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 ASGIReceive = Callable[[], Awaitable[Message]]
 ASGISend = Callable[[Message], Awaitable[None]]
-Authenticator = Callable[[Mapping[str, str]], Awaitable[str | None]]
 
 _ANONYMOUS = Peer(principal=None, transport="http")  # immutable, so shared by every request
 MAX_HEADER_BYTES = 64 * 1024
-
-
-@runtime_checkable
-class ProtectedResource(Protocol):
-    """An authenticator that is an OAuth resource server (mrtr.auth.ResourceServer).
-
-    `resource` is the endpoint's URL as the app derives it, never from a request header (see
-    mrtr.http._hosts.bound_resource); a configured one overrides it. Each method raises
-    Unauthorized (or a subclass) to refuse; `document` answers GETs on other paths.
-    """
-
-    async def authenticate(self, headers: Mapping[str, str], resource: str, /) -> str | None: ...
-
-    def authorize(self, dispatcher: Dispatcher, message: Any, peer: Peer, resource: str,
-                  /) -> None: ...
-
-    def document(self, dispatcher: Dispatcher, path: str, resource: str, /) -> bytes | None: ...
 
 
 class McpApp:
