@@ -647,7 +647,8 @@ def test_once_journals_the_json_value_and_replays_it_typed() -> None:
     assert ctx._flow.onces == {"book": {"ref": "B-1", "seats": 2}}
     later, _ = bare_context(onces={"book": {"ref": "B-1", "seats": 2}})
     assert asyncio.run(later.once("book", book, returns=Booking)) == Booking("B-1", 2)
-    assert asyncio.run(later.once("book", book)) == {"ref": "B-1", "seats": 2}
+    assert asyncio.run(later.once("book", book)) == Booking("B-1", 2)  # its annotation
+    assert asyncio.run(later.once("book", lambda: None)) == {"ref": "B-1", "seats": 2}
     assert ran == ["book"]
     assert asyncio.run(later.once("other", lambda: 5)) == 5
     assert later._flow.onces["other"] == 5

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import hashlib
-import inspect
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -54,6 +53,7 @@ from mrtr.server._asks import (
 )
 from mrtr.server._forms import Confirmation, FormInvalid, render_form, validate_against_schema
 from mrtr.server._journal import FlowState
+from mrtr.server._once import declared_type, restore, run_kept
 from mrtr.server._peer import Notifier, Peer, Principal
 
 if TYPE_CHECKING:
@@ -326,30 +326,23 @@ class Context:
     ) -> T:
         """Run `fn` once per flow and journal its JSON-serialisable result under `key`.
 
-        Later rounds get the journaled JSON value, converted back to the type `returns` when
-        given (e.g. `returns=Booking` for a Struct or dataclass). With a store (Dispatcher
-        `store=`), `fn` runs once per flow across processes and replays; a client that goes
-        away does not stop it (its retry gets the value; OutcomePending while the store cannot
-        record it). A process dying inside `fn` lets it run again after the lease: make its
-        effect idempotent with `ctx.idempotency_key(key)` to keep that exactly-once too
-        (docs/deploy.md).
+        Every round gets the same type (`returns=`, else fn's return annotation, else the type
+        fn's value had if a later round can rebuild it; else TypeError: _once.py). With a
+        store, `fn` runs once per flow across processes, and a client that goes away does not
+        stop it; a process dying inside it lets it run again after the lease, so make its
+        effect idempotent with `ctx.idempotency_key(key)` (docs/deploy.md).
         """
+        declared = declared_type(fn, returns)
         onces = self._flow.onces
-        if key in onces:
-            stored = onces[key]
-            return msgspec.convert(stored, returns) if returns is not None else stored  # type: ignore[no-any-return]
-        if self._ledger is not None and self._flow_deadline is not None:
-            deadline = self._flow_deadline()  # before flow_id: round 1 assigns it here
-            replayed, found = await self._ledger.once(self._flow.flow_id, key, deadline, fn)
+        if key not in onces:
+            if self._ledger is not None and self._flow_deadline is not None:
+                deadline = self._flow_deadline()  # before flow_id: round 1 assigns it here
+                _, found = await self._ledger.once(self._flow.flow_id, key, deadline,
+                                                   lambda: run_kept(fn, declared))
+            else:
+                found = await run_kept(fn, declared)
             onces[key] = msgspec.to_builtins(found)
-            if replayed and returns is not None:
-                return msgspec.convert(found, returns)  # type: ignore[no-any-return]
-            return found  # type: ignore[return-value]
-        value = fn()
-        if inspect.isawaitable(value):
-            value = await value
-        onces[key] = msgspec.to_builtins(value)
-        return value
+        return restore(key, onces[key], declared)  # type: ignore[return-value]
 
     # -- progress and logging ------------------------------------------------------------------
     async def report_progress(
@@ -390,3 +383,4 @@ class Context:
             logger=UNSET if logger is None else logger,
         )
         await self._sink(LoggingMessageNotification(params=params))
+
