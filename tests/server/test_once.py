@@ -67,7 +67,8 @@ def run(app: Server) -> str:
     (lambda: {"ref": "B-1", "seats": [1, 2]}, "dict {'ref': 'B-1', 'seats': [1, 2]}"),
     (lambda: "RMA-1", "str 'RMA-1'"),
     (lambda: None, "NoneType None"),
-], ids=["struct", "dataclass", "tuple", "namedtuple", "frozenset", "datetime", "json", "str", "none"])
+], ids=["struct", "dataclass", "tuple", "namedtuple", "frozenset", "datetime", "json", "str",
+        "none"])
 def test_27_a_lambda_value_comes_back_as_its_own_type_in_a_later_round(
     fn: Callable[[], object], shown: str,
 ) -> None:
