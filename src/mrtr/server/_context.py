@@ -55,6 +55,7 @@ from mrtr.server._forms import Confirmation, FormInvalid, render_form, validate_
 from mrtr.server._journal import FlowState
 from mrtr.server._once import declared_type, restore, run_kept
 from mrtr.server._peer import Notifier, Peer, Principal
+from mrtr.server._schema import AskIfMissing
 
 if TYPE_CHECKING:
     from mrtr.server._ledger import Ledger
@@ -231,7 +232,7 @@ class Context:
     async def elicit_fields(
         self, fields: Mapping[str, tuple[str | None, dict[str, object]]]
     ) -> dict[str, object]:
-        """Elicit missing tool arguments (AskIfMissing) in one form, keyed by their names."""
+        """Elicit missing arguments (AskIfMissing) in one form, under `AskIfMissing.key`."""
         schema: dict[str, object] = {
             "type": "object",
             "properties": {name: prop for name, (_, prop) in fields.items()},
@@ -239,7 +240,7 @@ class Context:
         }
         lines = [msg for msg, _ in fields.values() if msg]
         message = " ".join(lines) or "Please provide: " + ", ".join(sorted(fields))
-        key = "args:" + ",".join(sorted(fields))
+        key = AskIfMissing.key(*fields)
         return await self.elicit_schema(message, schema, key=key)
 
     def confirm(self, message: str, *, key: str | None = None) -> Ask[bool]:

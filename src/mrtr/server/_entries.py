@@ -39,6 +39,7 @@ class PromptEntry:
     call: Handler
     required: tuple[str, ...]
     wants_ctx: bool
+    ask_if_missing: Mapping[str, tuple[str, dict[str, object]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,7 @@ class ResourceEntry:
     mime_type: str | None
     wants_ctx: bool
     pattern: re.Pattern[str] | None = None  # templates only
+    ask_if_missing: Mapping[str, tuple[str, dict[str, object]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from mrtr.server._entries import (
     ToolEntry,
 )
 from mrtr.server._schema import (
+    ask_fields,
     convert_arguments,
     output_checker,
     return_schema,
@@ -39,6 +40,8 @@ from mrtr.server._schema import (
 from mrtr.server._wrapping import (
     as_async,
     calls_begin_task,
+    check_function,
+    check_resource,
     context_param,
     describe,
     schema_converter,
@@ -103,6 +106,7 @@ class Server:
         input_schema: dict[str, object] | None = None,
         task: TaskSupport | None = None,
         scopes: Sequence[str] = (),
+        replace: bool = False,
     ) -> Callable[[Fn], Fn]: ...
     def tool(
         self,
@@ -114,6 +118,7 @@ class Server:
         input_schema: dict[str, object] | None = None,
         task: TaskSupport | None = None,
         scopes: Sequence[str] = (),
+        replace: bool = False,
     ) -> Fn | Callable[[Fn], Fn]:
         """Register a tool (`@app.tool` or `@app.tool(...)`).
 
@@ -121,7 +126,7 @@ class Server:
         extension): "optional" runs as a task for clients that declare the extension and in the
         request for others; "required" answers -32021 to the others. See docs/tasks.md.
         `scopes` are the OAuth scopes a caller's token must hold when the transport authorizes
-        (docs/auth.md).
+        (docs/auth.md). A second tool of the same name raises ValueError unless `replace=True`.
         """
         if task not in (None, "optional", "required"):
             raise ValueError(f"task must be 'optional', 'required' or None, not {task!r}")
@@ -129,9 +134,11 @@ class Server:
             return self.tool()(name)
 
         def register(fn: Fn) -> Fn:
+            check_function(fn, "tool")
             tool_name = name or fn.__name__
             if not _NAME.match(tool_name):
                 raise ValueError(f"tool name {tool_name!r} must match {_NAME.pattern}")
+            _check_new(self.tables.tools, tool_name, "tool", replace)
             ctx_param = context_param(fn)
             convert: Callable[[Mapping[str, object]], dict[str, object]]
             if input_schema is None:
@@ -164,28 +171,34 @@ class Server:
     def prompt(self, fn: Fn, /) -> Fn: ...
     @overload
     def prompt(
-        self, name: str | None = None, *, title: str | None = None, description: str | None = None
+        self, name: str | None = None, *, title: str | None = None,
+        description: str | None = None, replace: bool = False,
     ) -> Callable[[Fn], Fn]: ...
     def prompt(
         self, name: str | Fn | None = None, *, title: str | None = None,
-        description: str | None = None,
+        description: str | None = None, replace: bool = False,
     ) -> Fn | Callable[[Fn], Fn]:
         """Register a prompt (`@app.prompt` or `@app.prompt(...)`).
 
-        Its string parameters become the prompt's arguments.
+        Its string parameters become the prompt's arguments; AskIfMissing ones are optional and
+        asked when omitted. A second prompt of the same name raises ValueError unless
+        `replace=True`.
         """
         if callable(name):  # bare `@app.prompt`
             return self.prompt()(name)
 
         def register(fn: Fn) -> Fn:
+            check_function(fn, "prompt")
             prompt_name = name or fn.__name__
+            _check_new(self.tables.prompts, prompt_name, "prompt", replace)
             ctx_param = context_param(fn)
+            asks = ask_fields(fn, skip={ctx_param} if ctx_param else set())
             arguments: list[PromptArgument] = []
             required: list[str] = []
             for param in inspect.signature(fn).parameters.values():
                 if param.name == ctx_param:
                     continue
-                is_required = param.default is inspect.Parameter.empty
+                is_required = param.default is inspect.Parameter.empty and param.name not in asks
                 arguments.append(PromptArgument(name=param.name, required=is_required))
                 if is_required:
                     required.append(param.name)
@@ -196,7 +209,7 @@ class Server:
                 arguments=arguments if arguments else UNSET,
             )
             self.tables.prompts[prompt_name] = PromptEntry(
-                prompt, as_async(fn), tuple(required), ctx_param is not None
+                prompt, as_async(fn), tuple(required), ctx_param is not None, asks
             )
             return fn
 
@@ -211,17 +224,25 @@ class Server:
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        replace: bool = False,
     ) -> Callable[[Fn], Fn]:
         """Register a resource, or a template when `uri` has `{variables}` (RFC 6570 level 1).
 
-        Raises TypeError when used bare (`@app.resource`): a resource needs its URI.
+        Raises TypeError when used bare (`@app.resource`): a resource needs its URI. Raises
+        ValueError for a URI without a scheme, or one registered already (unless `replace=True`),
+        and TypeError when the URI's variables and the function's parameters do not match.
         """
         if not isinstance(uri, str):  # bare `@app.resource` passes the function as the URI
             raise TypeError(_NEEDS_URI.format(getattr(uri, "__qualname__", None) or repr(uri)))
 
         def register(fn: Fn) -> Fn:
-            res_name = name or fn.__name__
+            check_function(fn, "resource")
             ctx_param = context_param(fn)
+            asks = ask_fields(fn, skip={ctx_param} if ctx_param else set())
+            variables = check_resource(uri, fn, {*asks, *([ctx_param] if ctx_param else [])})
+            table = self.tables.templates if variables else self.tables.resources
+            _check_new(table, uri, "resource template" if variables else "resource", replace)
+            res_name = name or fn.__name__
             common: dict[str, Any] = {
                 "name": res_name,
                 "title": title if title is not None else UNSET,
@@ -229,16 +250,15 @@ class Server:
                 "mime_type": mime_type if mime_type is not None else UNSET,
             }
             call = as_async(fn)
-            if "{" in uri:
+            if variables:
                 template = ResourceTemplate(uri_template=uri, **common)
                 entry = ResourceEntry(
-                    template, call, mime_type, ctx_param is not None, template_pattern(uri)
+                    template, call, mime_type, ctx_param is not None, template_pattern(uri), asks
                 )
-                self.tables.templates[uri] = entry
             else:
                 resource = Resource(uri=uri, **common)
-                entry = ResourceEntry(resource, call, mime_type, ctx_param is not None)
-                self.tables.resources[uri] = entry
+                entry = ResourceEntry(resource, call, mime_type, ctx_param is not None, None, asks)
+            table[uri] = entry
             return fn
 
         return register
@@ -278,3 +298,13 @@ class Server:
             if found:
                 return entry, found.groupdict()
         return None
+
+
+def _check_new(table: Mapping[str, Any], key: str, kind: str, replace: bool) -> None:
+    """Refuse a second registration under `key` unless it is meant to replace the first."""
+    if key in table and not replace:
+        first = getattr(table[key].call, "__qualname__", "another function")
+        what = "named" if "resource" not in kind else "with the URI"
+        raise ValueError(f"a {kind} {what} {key!r} is registered already (by {first}): give "
+                         f"this one another {'name' if what == 'named' else 'URI'}, or pass "
+                         "replace=True to replace the first")

@@ -25,6 +25,7 @@ __all__ = [
     "AskIfMissing",
     "Header",
     "ToolSignature",
+    "ask_fields",
     "convert_arguments",
     "docstring_summary",
     "output_checker",
@@ -49,9 +50,19 @@ class Header:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AskIfMissing:
-    """Parameter marker: when the client omits this argument, elicit it from the user."""
+    """Parameter marker: when the client omits this argument, elicit it from the user.
+
+    Works on tools, prompts and resources. The parameters a request omitted are asked in one
+    form under the key `AskIfMissing.key(*names)`.
+    """
 
     message: str | None = None
+
+    @staticmethod
+    def key(*names: str) -> str:
+        """The ask key for these omitted parameters: `args:` and their sorted names, by commas
+        (`answers={AskIfMissing.key("region"): {"region": "eu"}}` in a TestClient script)."""
+        return "args:" + ",".join(sorted(names))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -153,7 +164,7 @@ def signature_schema(fn: Callable[..., object], *, skip: Collection[str]) -> Too
     try:
         body = _inline(args_type)
     except TypeError as exc:
-        raise TypeError(f"{_name(fn)}: unsupported parameter type: {exc}") from None
+        raise _unsupported(fn, fields, exc) from None
     props = typing.cast(dict[str, dict[str, object]], body.setdefault("properties", {}))
     for name, value in defaults.items():
         props[name]["default"] = value
@@ -166,6 +177,29 @@ def signature_schema(fn: Callable[..., object], *, skip: Collection[str]) -> Too
     if "$defs" in body:
         schema["$defs"] = body["$defs"]
     return ToolSignature(schema, args_type, tuple(f[0] for f in fields), asks)
+
+
+_SUPPORTED = ("use str, int, float, bool, a date or datetime, a Literal or Enum, a list or dict of "
+              "those, a msgspec.Struct, a dataclass or a TypedDict (bounds and descriptions with "
+              "Annotated[int, msgspec.Meta(ge=1)]), or give the tool input_schema= verbatim")
+
+
+def _unsupported(fn: Callable[..., object], fields: list[tuple[str, object, object]],
+                 exc: TypeError) -> TypeError:
+    """The TypeError for a parameter type with no JSON Schema, naming the parameter."""
+    for name, annotation, _ in fields:
+        try:
+            msgspec.json.schema(annotation)
+        except TypeError as inner:
+            found = re.search(r"type (.+) is not supported", str(inner))
+            what = found.group(1) if found else str(inner).strip().splitlines()[-1]
+            what = re.sub(r"<class '(?:[\w.]+\.)?(\w+)'>", r"\1", what)
+            shown = (annotation.__name__ if isinstance(annotation, type)
+                     else re.sub(r"(?:\w+\.)+", "", repr(annotation)))
+            return TypeError(f"{_name(fn)}: unsupported parameter type: parameter {name!r} "
+                             f"({shown}): {what} has no JSON Schema to tell a client what to "
+                             f"send: {_SUPPORTED}")
+    return TypeError(f"{_name(fn)}: unsupported parameter type ({exc}): {_SUPPORTED}")
 
 
 def _keep_declared_order(annotation: object, prop: object) -> None:
@@ -199,6 +233,28 @@ def _ask(p: inspect.Parameter, annotation: object,
         raise TypeError(f"parameter {p.name!r}: AskIfMissing needs a form-friendly type: "
                         f"{exc}") from None
     return ask.message or f"Please provide {humanise(p.name).lower()}.", prop
+
+
+def ask_fields(
+    fn: Callable[..., object], *, skip: Collection[str]
+) -> dict[str, tuple[str, dict[str, object]]]:
+    """The AskIfMissing parameters of a prompt or resource handler: name → (message, property).
+
+    Raises TypeError for a misused marker, or an annotation that cannot be resolved when one
+    names AskIfMissing.
+    """
+    try:
+        hints = _hints(fn)
+    except TypeError:  # prompts and resources never needed their hints: only ours must resolve
+        if any("AskIfMissing" in str(a) for a in getattr(fn, "__annotations__", {}).values()):
+            raise
+        return {}
+    asks: dict[str, tuple[str, dict[str, object]]] = {}
+    for p in inspect.signature(fn).parameters.values():
+        annotation, _, ask = _strip_markers(hints.get(p.name, Any))
+        if ask is not None and p.name not in skip:
+            asks[p.name] = _ask(p, annotation, ask)
+    return asks
 
 
 def convert_arguments(sig: ToolSignature, arguments: Mapping[str, object]) -> dict[str, object]:
