@@ -55,7 +55,6 @@ from mrtr.server._forms import Confirmation, FormInvalid, render_form, validate_
 from mrtr.server._journal import FlowState
 from mrtr.server._once import declared_type, restore, run_kept
 from mrtr.server._peer import Notifier, Peer, Principal
-from mrtr.server._schema import AskIfMissing
 
 if TYPE_CHECKING:
     from mrtr.server._ledger import Ledger
@@ -181,16 +180,19 @@ class Context:
         accept_unasked: bool = ...
     ) -> Ask[Elicited[F]]: ...
     def elicit(
-        self, message: str, form: type[F], *, key: str | None = None, outcome: bool = False,
-        accept_unasked: bool = False,
+        self, message: str, form: type[F] | None = None, *, key: str | None = None,
+        outcome: bool = False, accept_unasked: bool = False, **other: object,
     ) -> Ask[F] | Ask[Elicited[F]]:
         """Ask the user to fill `form` (form-mode elicitation).
 
         Awaiting gives the validated form; a decline or cancel raises Declined (the tool then
         returns a clear "declined" result) unless `outcome=True`, which gives Elicited instead.
         `accept_unasked=True` takes an answer sent before the form was asked (plain data only:
-        the user never saw this message).
+        the user never saw this message). Raises TypeError, naming this spelling, for
+        FastMCP's `response_type=` or the SDK's `schema=`.
         """
+        if form is None or other:
+            raise TypeError(_elicit_misspelt(form, other))
         rendered = render_form(form)
         spec = form_spec(message, rendered.schema, rendered.digest)
 
@@ -228,20 +230,6 @@ class Context:
             return value, {"action": "accept", "content": value}
 
         return self.asker.make("elicit_schema", key, spec, resolve, kind="elicit")
-
-    async def elicit_fields(
-        self, fields: Mapping[str, tuple[str | None, dict[str, object]]]
-    ) -> dict[str, object]:
-        """Elicit missing arguments (AskIfMissing) in one form, under `AskIfMissing.key`."""
-        schema: dict[str, object] = {
-            "type": "object",
-            "properties": {name: prop for name, (_, prop) in fields.items()},
-            "required": sorted(fields),
-        }
-        lines = [msg for msg, _ in fields.values() if msg]
-        message = " ".join(lines) or "Please provide: " + ", ".join(sorted(fields))
-        key = AskIfMissing.key(*fields)
-        return await self.elicit_schema(message, schema, key=key)
 
     def confirm(self, message: str, *, key: str | None = None) -> Ask[bool]:
         """Ask a yes/no question; decline and cancel count as no."""
@@ -385,3 +373,15 @@ class Context:
         )
         await self._sink(LoggingMessageNotification(params=params))
 
+
+
+def _elicit_misspelt(form: object, other: Mapping[str, object]) -> str:
+    given = next(iter(other), None)
+    if given is None:
+        return "ctx.elicit(message, form) needs the form type: ctx.elicit('Seats?', Seats)"
+    if form is not None or given not in ("response_type", "schema"):
+        return f"ctx.elicit() got an unexpected keyword argument {given!r}"
+    what = getattr(other.get(given), "__name__", "Form")
+    return (f"ctx.elicit takes the form type as its second argument, not {given}=: `await "
+            f"ctx.elicit(message, {what})` gives the filled {what} (a decline ends the tool with "
+            f"a 'declined' result), and outcome=True gives an Elicited with .action and .value")

@@ -32,6 +32,7 @@ from mrtr.server._peer import Notifier, Peer
 from mrtr.server._registry import Server
 from mrtr.server._results import checked_tool_result, prompt_result, resource_contents
 from mrtr.server._rounds import Round, RoundEngine
+from mrtr.server._schema import AskIfMissing
 from mrtr.server._sealing import Binding, digest_arguments
 from mrtr.server.tasks._runner import PreTask, TaskRunner
 
@@ -289,7 +290,14 @@ async def _asked_if_missing(
     missing = {name: spec for name, spec in asks.items() if arguments.get(name) is None}
     if not missing:
         return arguments
-    return {**arguments, **await ctx.elicit_fields(missing)}
+    schema: dict[str, object] = {
+        "type": "object",
+        "properties": {name: prop for name, (_, prop) in missing.items()},
+        "required": sorted(missing),
+    }
+    message = " ".join(text for text, _ in missing.values())  # AskIfMissing has a default text
+    key = AskIfMissing.key(*missing)
+    return {**arguments, **await ctx.elicit_schema(message, schema, key=key)}
 
 
 R = TypeVar("R", bound=msgspec.Struct)
