@@ -167,7 +167,9 @@ def legacy_error(method: str, reply: Reply) -> Reply:
     if error is None:
         return reply
     if method == "tools/call" and isinstance(error, MissingRequiredClientCapability):
-        text = f"This tool needs a client capability the session lacks: {error.data}"
+        needed = ", ".join(error.needed) or "one it did not name"
+        text = (f"This tool needs a client capability the session did not declare at "
+                f"initialize: {needed}.")
         return Reply(reply.request_id, result=tool_error(text))
     if method == "resources/read" and isinstance(error, InvalidParams):
         data = error.data
@@ -185,9 +187,12 @@ def ask_failed(request_id: RequestId, method: object, text: str, log: logging.Lo
     return Reply(request_id, error=InternalError(text))
 
 
-def too_many_rounds(request_id: RequestId) -> Reply:
-    """A session's request still asking after the Dispatcher's round cap."""
-    return Reply(request_id, error=InternalError("Too many input rounds"))
+def too_many_rounds(request_id: RequestId, method: object, rounds: int,
+                    log: logging.Logger) -> Reply:
+    """A session's request still asking after `rounds` rounds of questions: the call ends, as
+    the tool's `isError` result, or as -32603 for any other method."""
+    text = f"Still asking after {rounds} rounds of questions, so the call stopped."
+    return ask_failed(request_id, method, text, log)
 
 
 # -- HTTP ----------------------------------------------------------------------------------------
