@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -349,6 +350,8 @@ def test_27_a_session_is_asked_as_many_rounds_as_mrtr_s_own_client_allows() -> N
     assert len(client.requests("elicitation/create")) == 10
     assert reply["result"] == {"content": [{"type": "text", "text": (
         "Still asking after 10 rounds of questions, so the call stopped.")}], "isError": True}
+    legacy = " ".join((Path(__file__).parents[2] / "docs" / "legacy.md").read_text().split())
+    assert "for at most 10 rounds of questions per call, as mrtr's own client allows" in legacy
 
 
 def test_27_a_lower_dispatcher_cap_still_wins_in_a_session() -> None:

@@ -1039,3 +1039,14 @@ def test_27_the_endpoint_with_a_trailing_slash_is_the_endpoint_behind_a_mount_to
     response = run(go())
     assert response.status_code == 200, response.text
     assert response.json()["result"]["tools"]
+
+
+def test_27_the_old_http_sse_transport_is_refused_as_docs_legacy_md_says() -> None:
+    # MCP Inspector's `--transport sse` opens a GET event stream: 405 on the endpoint, 404 at
+    # /sse; docs/legacy.md says so and names the transport to choose instead.
+    sse = {"accept": "text/event-stream"}
+    assert raw_post(b"", sse, path="/mcp", method="GET").status_code == 405
+    assert raw_post(b"", sse, path="/sse", method="GET").status_code == 404
+    legacy = " ".join((Path(__file__).parents[2] / "docs" / "legacy.md").read_text().split())
+    assert "### The old HTTP+SSE transport is not served" in legacy
+    assert "`--transport http`, not `--transport sse`" in legacy
