@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import logging
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 import pytest
@@ -16,6 +17,8 @@ from mrtr import Context, Server
 from mrtr.errors import InvalidParams
 from mrtr.stores import MemoryStore
 from mrtr.testing import Clock, TestClient
+
+T = TypeVar("T")
 
 
 class Booking(msgspec.Struct):
@@ -161,3 +164,19 @@ def test_27_a_value_that_breaks_its_annotation_fails_in_round_one(
 def test_27_plain_json_that_looks_like_the_record_comes_back_unchanged() -> None:
     value = {"mrtr.once": "builtins:int", "value": 3}
     assert run(two_rounds(lambda: dict(value))) == f"round 2: dict {value!r}"
+
+
+def test_27_annotations_that_say_nothing_leave_the_value_to_decide() -> None:
+    from mrtr.server._once import declared_type
+
+    def generic(fn: Callable[[], T]) -> T:
+        return fn()
+
+    def sync_awaitable() -> Awaitable[Booking]:
+        raise NotImplementedError
+
+    assert declared_type(functools.partial(generic, lambda: 1), None) is None
+    assert declared_type(sync_awaitable, None) is Booking
+    assert declared_type(functools.partial(two_rounds, lambda: 1), None) is Server
+    assert declared_type(lambda: 1, returns=int) is int
+    assert declared_type(print, None) is None  # a builtin: no annotation

@@ -66,6 +66,8 @@ def declared_type(fn: Callable[..., object], returns: object) -> object | None:
             return None
     if typing.get_origin(hint) in _AWAITABLES and not inspect.iscoroutinefunction(target):
         hint = typing.get_args(hint)[-1] if typing.get_args(hint) else Any
+    if isinstance(hint, typing.TypeVar):
+        return None  # a generic helper's `-> T` says nothing: the value decides
     return type(None) if hint is None else hint
 
 
