@@ -223,3 +223,60 @@ def test_18_the_site_builds_strict_with_every_public_name(tmp_path: Path) -> Non
                  or type(getattr(module, n)).__module__ == "msgspec"  # UNSET: msgspec's own
                  or getattr(getattr(module, n), "__module__", "") == "msgspec"]
         assert shown == list(module.__all__), f"mrtr.{name}: not in the API reference"
+
+
+def _run_block(markdown: Path, heading: str) -> dict[str, Any]:
+    """Run the first python block after `heading` as its own module (msgspec resolves the
+    annotations of what it defines there)."""
+    module = type(sys)(f"_docs_{abs(hash(heading))}")
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(python_block(markdown, heading), str(markdown), "exec", dont_inherit=True),
+             vars(module))
+    finally:
+        del sys.modules[module.__name__]
+    return vars(module)
+
+
+def test_27_the_ask_if_missing_snippet_runs_on_a_tool_a_prompt_and_a_resource() -> None:
+    ns = _run_block(SERVER_MD, "### Asking for a missing argument: `AskIfMissing`")
+    assert set(ns["app"].tables.prompts) == {"briefing"}
+
+
+def test_27_the_registration_snippet_runs_and_its_list_covers_each_refusal() -> None:
+    heading = "### What registration refuses"
+    ns = _run_block(SERVER_MD, heading)
+    assert ns["refused"].startswith("a tool named 'book'")
+    section = SERVER_MD.read_text().split(f"\n{heading}\n", 1)[1].split("\n### ", 1)[0]
+    for refusal in ("replace=True", "A class", "scheme", "{+path}", "**variables",
+                    "no JSON Schema", "breaks its own field"):
+        assert refusal in section, refusal
+
+
+TESTING_MD = ROOT / "docs" / "testing-your-server.md"
+
+
+def test_27_the_replay_snippet_runs_and_no_doc_sends_params_without_a_method() -> None:
+    # Before: "Re-send `flow.requests[-1]` with `client.send(...)`", which answers -32600.
+    ns = _run_block(TESTING_MD, "## Replaying a round")
+    assert ns["charges"] == ["INV-7"] and ns["again"]["result"] == ns["flow"].result
+    sources = [*PAGES, ROOT / "README.md"]
+    wrong = [p.name for p in sources if re.search(r"client\.send\(\s*flow\.", p.read_text())]
+    assert wrong == []
+
+
+def test_27_cli_md_says_a_decline_exits_3_only_when_the_tool_stops() -> None:
+    # Before: "A declined or cancelled question ends `mrtr call` with exit status 3." The
+    # behaviour (tests/cli/test_call.py): 3 when the tool stopped, 0 when it carried on.
+    text = " ".join((ROOT / "docs" / "cli.md").read_text().split())
+    assert "A declined or cancelled question ends `mrtr call` with exit status 3." not in text
+    assert ("that stops the tool ends `mrtr call` with exit status 3; a tool that carries on "
+            "after a \"no\" (`Return not booked.`) exits 0") in text
+
+
+def test_27_the_quick_start_is_two_commands_and_says_how_long_make_test_takes() -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Quick start", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#", 1)[0].strip() for line in block.splitlines()]
+    assert commands == ["make run", "make test"]
+    assert re.search(r"make test .*: about \d+ minutes on \d+ cores", block)

@@ -149,3 +149,15 @@ def test_flip_bit_flips_exactly_one_bit(blob: bytes, bit: int) -> None:
     diff = [a ^ b for a, b in zip(_raw(state), _raw(flipped), strict=True)]
     assert sum(bin(d).count("1") for d in diff) == 1
     assert flip_bit(flipped, bit) == state
+
+
+def test_27_asked_raises_the_round_s_wire_error_not_a_bare_key_error() -> None:
+    # Before: KeyError('result') for a round that ended in an error, IndexError past the end.
+    with TestClient(app) as client:
+        flow = client.call_tool("missing")
+        done = client.call_tool("twice", answers={"n": {"name": "Ann"}})
+    with pytest.raises(InvalidParams, match="Unknown tool: missing"):
+        flow.asked(1)
+    with pytest.raises(AssertionError, match=r"no round 3: the flow had 2 rounds"):
+        done.asked(3)
+    assert list(done.asked(1)) == ["n"] and done.asked(2) == {}

@@ -242,8 +242,13 @@ class MissingRequiredClientCapability(ProtocolError):
         self.required: dict[str, object] = dict(required or {})
         super().__init__(message, data={"requiredCapabilities": self.required})
 
+    @property
+    def needed(self) -> list[str]:
+        """The missing capabilities as dotted paths: `["elicitation.url"]`."""
+        return _paths(self.required)
+
     def __str__(self) -> str:
-        needed = ", ".join(_paths(self.required))
+        needed = ", ".join(self.needed)
         return f"{self.message} (needs {needed})" if needed else self.message
 
 

@@ -92,8 +92,17 @@ class Flow:
         return "".join(c.get("text", "") for c in self.result.get("content", []))
 
     def asked(self, round_no: int) -> dict[str, Any]:
-        """The inputRequests of round `round_no` (1-based)."""
-        return self.replies[round_no - 1]["result"].get("inputRequests", {})  # type: ignore[no-any-return]
+        """The inputRequests of round `round_no` (1-based; {} for a final result).
+
+        Raises the wire error when that round ended in one, AssertionError past the last round.
+        """
+        if not 1 <= round_no <= len(self.replies):
+            raise AssertionError(f"no round {round_no}: the flow had {len(self.replies)} "
+                                 f"round{'s' if len(self.replies) != 1 else ''}")
+        reply = self.replies[round_no - 1]
+        if "error" in reply:
+            raise from_wire(reply["error"])
+        return reply["result"].get("inputRequests", {})  # type: ignore[no-any-return]
 
 
 class TestClient:

@@ -95,3 +95,15 @@ def test_a_tool_with_an_mcp_header_argument_is_chosen_for_the_param_probe() -> N
     assert _param_tool(_TOOLS, Options("x")) is None  # not allowed to call it
     assert _param_tool(_TOOLS, Options("x", allow_tools=["echo"])) == (
         "echo", {"text": "mrtr-check"}, {"text": "Text"})
+
+
+def test_27_folded_findings_without_a_tool_say_no_tool_count_and_no_empty_subject() -> None:
+    # Before: "2 pass over 0 tools; e.g. : foreign Origin gets 403".
+    findings = [Finding("transport.origin", "pass", "foreign Origin gets 403"),
+                Finding("transport.origin", "pass", "foreign Host gets 421")]
+    text = as_table(Report("http://x/mcp", findings, 2))
+    assert "PASS  transport.origin  2 pass; e.g. foreign Origin gets 403" in text
+    assert "over 0 tools" not in text and "e.g. :" not in text
+    one = [Finding("sealed.tamper", "pass", "flipped: rejected", "a"),
+           Finding("sealed.tamper", "pass", "truncated: rejected", "a")]
+    assert "2 pass over 1 tool; e.g. a: flipped: rejected" in as_table(Report("x", one, 2))

@@ -117,3 +117,29 @@ def test_timeout_bounds_the_list_commands_over_http_issue19(command: str, silent
     assert time.monotonic() - started < 10
     assert (out.returncode, out.stdout) == (1, "")
     assert out.stderr == "mrtr: timed out: no result within the 2 s deadline (Client timeout)\n"
+
+
+# What a 2025-only stdio server (FastMCP) answers any request before `initialize`.
+ONLY_2025 = dying(
+    "import json, sys\n"
+    "for line in sys.stdin:\n"
+    "    rid = json.loads(line).get('id')\n"
+    "    if rid is not None:\n"
+    "        print(json.dumps({'jsonrpc': '2.0', 'id': rid, 'error': {\n"
+    "            'code': -32602, 'message': 'Invalid request parameters'}}), flush=True)\n")
+
+
+@pytest.mark.parametrize("command", [["call", "book"], ["tools"]])
+def test_27_mode_modern_against_a_2025_only_server_hints_at_mode_auto(command: list[str]) -> None:
+    out = cli(command[0], "--mode", "modern", "--stdio", ONLY_2025, *command[1:])
+    assert out.returncode == 1
+    assert out.stderr.splitlines() == [
+        "mrtr: server error -32602: Invalid request parameters",
+        "mrtr: the server does not answer server/discover, so it may speak only MCP 2025 "
+        "(initialize): try --mode auto"]
+
+
+def test_27_mode_modern_against_a_2026_server_gives_no_such_hint() -> None:
+    out = cli("call", "--mode", "modern", "--stdio", SERVER, "no_such_tool")
+    assert (out.returncode, out.stderr) == (1, "mrtr: server error -32602: Unknown tool: "
+                                               "no_such_tool\n")

@@ -647,7 +647,8 @@ def test_once_journals_the_json_value_and_replays_it_typed() -> None:
     assert ctx._flow.onces == {"book": {"ref": "B-1", "seats": 2}}
     later, _ = bare_context(onces={"book": {"ref": "B-1", "seats": 2}})
     assert asyncio.run(later.once("book", book, returns=Booking)) == Booking("B-1", 2)
-    assert asyncio.run(later.once("book", book)) == {"ref": "B-1", "seats": 2}
+    assert asyncio.run(later.once("book", book)) == Booking("B-1", 2)  # its annotation
+    assert asyncio.run(later.once("book", lambda: None)) == {"ref": "B-1", "seats": 2}
     assert ran == ["book"]
     assert asyncio.run(later.once("other", lambda: 5)) == 5
     assert later._flow.onces["other"] == 5
@@ -720,24 +721,21 @@ def test_elicit_schema_builds_and_validates() -> None:
         ask.resolve({"action": "accept", "content": {"n": "four"}})
 
 
-def test_elicit_fields_asks_one_form_for_the_missing_arguments() -> None:
+def test_missing_arguments_are_asked_in_one_form_under_their_ask_key() -> None:
+    from mrtr.server._runs import _asked_if_missing  # the Runner's AskIfMissing step
+
     ctx, recorder = bare_context({"args:a,b": {"action": "accept",
                                                "content": {"a": "x", "b": 2}}})
-    fields = {"b": ("How many?", {"type": "integer"}), "a": (None, {"type": "string"})}
-    assert asyncio.run(ctx.elicit_fields(fields)) == {"a": "x", "b": 2}
+    fields = {"b": ("How many?", {"type": "integer"}), "a": ("Which?", {"type": "string"}),
+              "c": ("Given.", {"type": "string"})}
+    given = {"c": "kept", "a": None}  # null counts as missing
+    assert asyncio.run(_asked_if_missing(ctx, fields, given)) == {"a": "x", "b": 2, "c": "kept"}
     [ask] = recorder.asks
     assert ask.key == "args:a,b"
-    assert wire(ask)["params"] == {"mode": "form", "message": "How many?", "requestedSchema": {
+    assert wire(ask)["params"] == {"mode": "form", "message": "How many? Which?",
+                                   "requestedSchema": {
         "type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string"}},
         "required": ["a", "b"]}}
-    ctx, recorder = bare_context({"args:a,b": {"action": "accept",
-                                               "content": {"a": "x", "b": 2}}})
-    asyncio.run(ctx.elicit_fields({"b": (None, {}), "a": (None, {})}))
-    assert wire(recorder.asks[0])["params"]["message"] == "Please provide: a, b"
-    ctx, recorder = bare_context({"args:a,b": {"action": "accept",
-                                               "content": {"a": "x", "b": 2}}})
-    asyncio.run(ctx.elicit_fields({"b": ("B?", {}), "a": ("A?", {})}))
-    assert wire(recorder.asks[0])["params"]["message"] == "B? A?"
 
 
 def test_confirm_builds_a_checkbox_and_counts_decline_as_no() -> None:
@@ -837,3 +835,19 @@ def test_guard_style_view_of_the_request() -> None:
     first = Context(request_id=1, meta=meta, peer=Peer(), flow=FlowState(),
                     input_responses={"a": 1}, settler=recorder)
     assert first.input_responses == {} and first.round == 1 and first.state is None
+
+
+@pytest.mark.parametrize("spelling", ["response_type", "schema"])
+def test_27_fastmcp_and_sdk_elicit_spellings_raise_naming_the_mrtr_one(spelling: str) -> None:
+    # FastMCP writes ctx.elicit(message, response_type=X), the official SDK schema=X; both
+    # were a bare "unexpected keyword argument" TypeError, masked as "Tool X failed.".
+    ctx, _ = bare_context()
+    with pytest.raises(TypeError, match=rf"ctx\.elicit takes the form type as its second "
+                       rf"argument, not {spelling}=: `await ctx\.elicit\(message, Name\)` gives "
+                       r"the filled Name .*outcome=True gives an Elicited with \.action and "
+                       r"\.value"):
+        ctx.elicit("Who?", **{spelling: Name})  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'shape'"):
+        ctx.elicit("Who?", Name, shape=1)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match=r"needs the form type: ctx\.elicit\('Seats\?', Seats\)"):
+        ctx.elicit("Who?")  # type: ignore[call-overload]

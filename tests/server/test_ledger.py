@@ -42,8 +42,9 @@ def paying_server(till: Till, *, slow: float = 0.0) -> Server:
         till.runs += 1
         if not await ctx.confirm(f"Pay {amount}?", key="ok"):
             return "not paid"
-        note = await ctx.elicit_fields({"note": ("Note?", {"type": "string"})}) if amount > 100 \
-            else {"note": ""}
+        note = await ctx.elicit_schema("Note?", {"type": "object", "properties": {
+            "note": {"type": "string"}}, "required": ["note"]}, key="args:note") \
+            if amount > 100 else {"note": ""}
 
         async def charge() -> str:
             await asyncio.sleep(slow)

@@ -26,8 +26,9 @@ from mrtr.client import Client, Handlers, StdioTransport
 from mrtr.protocol import ElicitRequestParams, ElicitResult, TextContent
 from mrtr.server import Header
 from mrtr.server._forms import render_form
+from mrtr.server._outputs import return_schema
 from mrtr.server._pydantic import involves, is_model
-from mrtr.server._schema import return_schema, signature_schema
+from mrtr.server._schema import signature_schema
 from mrtr.testing import TestClient, then
 from tests.transports.conftest import ROOT, cli_env
 

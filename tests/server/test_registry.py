@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Annotated, Literal
 
 import msgspec
 import pytest
+from msgspec import Meta
 
-from mrtr import Context, Server
+from mrtr import AskIfMissing, Context, Form, Server
 from mrtr.protocol import PROTOCOL_VERSION, Resource, ResourceTemplate, ToolAnnotations
 from mrtr.server import CachePolicy, Dispatcher, Peer
 from mrtr.testing import TestClient
@@ -287,3 +289,144 @@ def test_19_bare_resource_decorator_fails_at_decoration_naming_the_fix() -> None
             return ""
 
     assert not app.tables.resources and not app.tables.templates
+
+
+# -- registration refuses what would fail later (#27) -------------------------------------------
+def test_27_a_second_tool_of_the_same_name_is_refused_unless_it_replaces_the_first() -> None:
+    app = Server("r")
+
+    @app.tool()
+    def book() -> str:
+        return "first"
+
+    with pytest.raises(ValueError, match=r"a tool named 'book' is registered already \(by "
+                       r".*book\): give this one another name, or pass replace=True"):
+
+        @app.tool("book")
+        def book_again() -> str:
+            return "second"
+
+    assert app.tables.tools["book"].tool.description == "book"
+
+    @app.tool("book", replace=True, description="the second")
+    def book_replaced() -> str:
+        return "second"
+
+    assert app.tables.tools["book"].tool.description == "the second"
+
+
+def test_27_duplicate_prompts_and_resources_are_refused_too() -> None:
+    app = Server("r")
+    app.prompt("p")(lambda: "a")
+    app.resource("mem://x")(lambda: "a")
+    app.resource("mem://{k}")(lambda k: k)
+    with pytest.raises(ValueError, match=r"a prompt named 'p' is registered already"):
+        app.prompt("p")(lambda: "b")
+    with pytest.raises(ValueError, match=r"a resource with the URI 'mem://x' is registered "
+                       r"already .*another URI, or pass replace=True"):
+        app.resource("mem://x")(lambda: "b")
+    with pytest.raises(ValueError, match=r"a resource template with the URI 'mem://\{k\}'"):
+        app.resource("mem://{k}")(lambda k: k)
+    app.prompt("p", replace=True)(lambda: "b")
+    app.resource("mem://x", replace=True)(lambda: "b")
+
+
+@pytest.mark.parametrize("decorator", ["tool", "prompt", "resource"])
+def test_27_a_class_is_refused_naming_a_function_or_an_instance_method(decorator: str) -> None:
+    app = Server("r")
+
+    class Booker:
+        def __init__(self, show: str) -> None:
+            self.show = show
+
+    register = app.resource("mem://b") if decorator == "resource" else getattr(app, decorator)()
+    with pytest.raises(TypeError, match=rf"@app\.{decorator} got the class .*Booker, but a "
+                       r"handler is a function: decorate a def or async def, or register a "
+                       r"method of an instance"):
+        register(Booker)
+    assert not app.tables.tools and not app.tables.prompts and not app.tables.resources
+
+
+@pytest.mark.parametrize("uri", ["not a uri", "notes", "/etc/passwd", "mem:// x"])
+def test_27_a_resource_uri_needs_a_scheme(uri: str) -> None:
+    with pytest.raises(ValueError, match=r"is not a URI: it needs a scheme and no spaces, e\.g\. "
+                       r"'notes://today'"):
+        Server("r").resource(uri)(lambda: "")
+
+
+@pytest.mark.parametrize("uri", ["mem://{a-b}", "mem://{+path}", "mem://{day", "mem://{?q}"])
+def test_27_a_template_variable_must_be_written_as_a_name_in_braces(uri: str) -> None:
+    with pytest.raises(ValueError, match=r"write each variable as \{name\}"):
+        Server("r").resource(uri)(lambda **kw: "")
+
+
+def test_27_a_template_variable_without_a_parameter_is_refused() -> None:
+    app = Server("r")
+    with pytest.raises(TypeError, match=r"resource template 'mem://\{kind\}/\{id\}': .*item has "
+                       r"no parameter for the URI variable \{id\}: add `id: str` to it, or take "
+                       r"the variable out of the URI"):
+
+        @app.resource("mem://{kind}/{id}")
+        def item(kind: str) -> str:
+            return kind
+
+    @app.resource("mem://any/{kind}/{id}")
+    def anything(**variables: str) -> str:  # takes every variable
+        return ",".join(variables)
+
+
+def test_27_a_parameter_the_uri_does_not_fill_is_refused_unless_it_has_a_default_or_asks() -> None:
+    app = Server("r")
+    with pytest.raises(TypeError, match=r"template 'mem://notes/\{day\}': parameter 'author' of "
+                       r".*notes is not a variable of the URI, so nothing fills it: put "
+                       r"\{author\} in the URI, give it a default, or mark it "
+                       r"Annotated\[str, AskIfMissing\(\.\.\.\)\]"):
+
+        @app.resource("mem://notes/{day}")
+        def notes(day: str, author: str) -> str:
+            return day
+
+    with pytest.raises(TypeError, match=r"resource 'mem://motd': parameter 'lang' of"):
+        app.resource("mem://motd")(lambda lang: lang)
+
+    @app.resource("mem://fine/{day}")
+    def fine(ctx: Context, day: str, author: str = "me",
+             editor: Annotated[str, AskIfMissing()] = "x") -> str:
+        return day
+
+
+def test_27_a_form_default_outside_its_own_bounds_is_refused_when_the_form_is_defined() -> None:
+    with pytest.raises(TypeError, match=r"Boxes\.count: the default 9 does not fit its own field "
+                       r"\(must be at most 5\): change the default or the bound"):
+
+        class Boxes(Form):
+            count: Annotated[int, Meta(ge=1, le=5)] = 9
+
+    with pytest.raises(TypeError, match=r"Size\.size: the default 'xl' does not fit its own "
+                       r"field \(must be one of: s, m\)"):
+
+        class Size(Form):
+            size: Literal["s", "m"] = "xl"
+
+    with pytest.raises(TypeError, match=r"parameter 'code': .*the default 'ABCD' does not fit "
+                       r"its own field \(must be at most 3 characters long\)"):
+
+        @Server("r").tool()
+        def ship(code: Annotated[str, Meta(max_length=3), AskIfMissing()] = "ABCD") -> str:
+            return code
+
+
+class Thing:
+    """No JSON Schema: a plain class."""
+
+
+def test_27_an_unsupported_parameter_type_names_the_parameter_and_the_types_to_use() -> None:
+    with pytest.raises(TypeError, match=r"parameter 'where' \(dict\[str, Thing\]\): Thing has no "
+                       r"JSON Schema to tell a client what to send: use str, int, float, bool, "
+                       r".*a msgspec\.Struct, a dataclass or a TypedDict") as caught:
+
+        @Server("r").tool()
+        def ship(order: str, where: dict[str, Thing]) -> str:
+            return order
+
+    assert "schema_hook" not in str(caught.value)

@@ -13,6 +13,7 @@ from msgspec import Meta
 
 from mrtr import Context, Form, Server
 from mrtr.server import AskIfMissing, CachePolicy, InputRequired, ToolError
+from mrtr.testing import TestClient
 from tests.server.wire import FROZEN_STATE_ERROR, WireClient
 
 app = Server("runs", version="1.0.0")
@@ -456,3 +457,53 @@ def test_every_retried_read_is_private_and_uncached_issue_20() -> None:
             result = client.request("resources/read", {"uri": "mem://guarded", **retry})
             assert result["contents"][0]["text"] == "round 2"
             assert (result["ttlMs"], result["cacheScope"]) == (0, "private")
+
+
+# -- AskIfMissing on prompts and resources (#27) -----------------------------------------------
+asking = Server("asking")
+
+
+@asking.prompt("brief")
+async def asking_brief(
+    ctx: Context,
+    topic: Annotated[str, AskIfMissing("Which topic?")],
+    tone: Annotated[str | None, AskIfMissing("Which tone?")] = None,
+    length: str = "short",
+) -> str:
+    return f"A {length} {tone} brief on {topic}."
+
+
+@asking.resource("notes://{day}", name="notes")
+async def asking_notes(day: str, author: Annotated[str, AskIfMissing("Whose notes?")]) -> str:
+    return f"{author}'s notes for {day}"
+
+
+def test_27_a_prompt_asks_for_its_ask_if_missing_arguments_instead_of_refusing_them() -> None:
+    # Before: `topic` was a required argument (-32602 before the handler ran) and `tone`
+    # reached the handler as None.
+    with TestClient(asking) as client:
+        listed = client.request("prompts/list")["prompts"][0]["arguments"]
+        flow = client.get_prompt("brief", {}, answers={
+            AskIfMissing.key("topic", "tone"): {"topic": "tides", "tone": "dry"}})
+        given = client.get_prompt("brief", {"topic": "moons", "tone": "warm"})
+    assert [(a["name"], a.get("required")) for a in listed] == [
+        ("topic", False), ("tone", False), ("length", False)]
+    asked = flow.asked(1)["args:tone,topic"]["params"]
+    assert asked["message"] == "Which topic? Which tone?"
+    assert asked["requestedSchema"]["required"] == ["tone", "topic"]
+    assert flow.result["messages"][0]["content"]["text"] == "A short dry brief on tides."
+    assert given.rounds == 1
+    assert given.result["messages"][0]["content"]["text"] == "A short warm brief on moons."
+
+
+def test_27_a_resource_template_asks_for_a_parameter_the_uri_does_not_carry() -> None:
+    with TestClient(asking) as client:
+        flow = client.read_resource("notes://monday",
+                                    answers={AskIfMissing.key("author"): {"author": "Ann"}})
+    assert flow.asked(1)["args:author"]["params"]["message"] == "Whose notes?"
+    assert flow.result["contents"][0]["text"] == "Ann's notes for monday"
+
+
+def test_27_the_ask_key_names_the_omitted_parameters_sorted() -> None:
+    assert AskIfMissing.key("region") == "args:region"
+    assert AskIfMissing.key("size", "region") == "args:region,size"

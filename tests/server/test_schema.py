@@ -12,6 +12,7 @@ import pytest
 from msgspec import Meta
 
 from mrtr.protocol import tool_header_map
+from mrtr.server._outputs import output_checker, return_schema
 from mrtr.server._schema import (
     ArgumentsInvalid,
     AskIfMissing,
@@ -19,8 +20,6 @@ from mrtr.server._schema import (
     ToolSignature,
     convert_arguments,
     docstring_summary,
-    output_checker,
-    return_schema,
     signature_schema,
 )
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -399,3 +400,31 @@ def test_resource_updates_reach_subscribed_sessions_with_a_stream() -> None:
     assert client.sent == [{"jsonrpc": "2.0", "method": "notifications/resources/updated",
                             "params": {"uri": "test://doc"}}]
     assert other.sent == []
+
+
+def test_27_a_missing_capability_is_named_as_a_dotted_path_not_a_python_dict() -> None:
+    # Before: "... the session lacks: {'requiredCapabilities': {'sampling': {}}}".
+    client = open_session(lambda m: None, capabilities={"elicitation": {"form": {}}})
+    reply = run(client.call("tools/call", {"name": "ask_model", "arguments": {}}))
+    assert reply["result"]["isError"] is True
+    assert reply["result"]["content"][0]["text"] == (
+        "This tool needs a client capability the session did not declare at initialize: "
+        "sampling.")
+    assert client.requests() == []
+
+
+def test_27_a_session_is_asked_as_many_rounds_as_mrtr_s_own_client_allows() -> None:
+    # Before: 16 (the Dispatcher's flow cap), while the Client and `mrtr call` give up after
+    # 10. A client answering what never fits is now asked 10 times, then the tool stops.
+    client = open_session(lambda m: {"result": {"action": "accept", "content": {"boxes": 9}}})
+    reply = run(client.call("tools/call", {"name": "book", "arguments": {"order": "Z"}}))
+    assert len(client.requests("elicitation/create")) == 10
+    assert reply["result"] == {"content": [{"type": "text", "text": (
+        "Still asking after 10 rounds of questions, so the call stopped.")}], "isError": True}
+    legacy = " ".join((Path(__file__).parents[2] / "docs" / "legacy.md").read_text().split())
+    assert "for at most 10 rounds of questions per call, as mrtr's own client allows" in legacy
+
+
+def test_27_a_lower_dispatcher_cap_still_wins_in_a_session() -> None:
+    server = SessionServer(Dispatcher(app, max_rounds=3))
+    assert server.max_rounds == 3 and SessionServer(Dispatcher(app)).max_rounds == 10

@@ -423,3 +423,14 @@ def test_begin_task_is_found_in_nested_code_and_absent_means_a_task_at_once() ->
 
     assert local.tables.tools["nested"].task_later
     assert not local.tables.tools["at_once"].task_later
+
+
+def test_27_a_new_task_says_it_started_before_any_progress() -> None:
+    # Before: no statusMessage until the first progress report, so `on_task` printed UNSET.
+    async def go() -> None:
+        a, b, _ = pair(app)
+        created = await a.call("confirm", {"what": "x"})
+        assert created["statusMessage"] == "Started."
+        parked = await b.wait(created["taskId"], "input_required")
+        assert parked["statusMessage"] == "Started."
+    run(go())

@@ -1016,3 +1016,37 @@ def test_the_worker_header_name_is_lowercase() -> None:
                  [msgspec.json.encode(body)])
     assert [name for name, _ in sent.headers if name.lower() == b"mcp-debug-worker"] == [
         b"mcp-debug-worker"]
+
+
+# -- a trailing slash (#27) -------------------------------------------------------------------
+@pytest.mark.parametrize("url", ["/mcp/", "/returns/mcp/", "/returns/mcp"])
+def test_27_the_endpoint_with_a_trailing_slash_is_the_endpoint_behind_a_mount_too(
+    url: str,
+) -> None:
+    # Before: `/returns/mcp/` (what a person types after reading "the prefix + /mcp") was 404.
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    mcp = McpApp(Dispatcher(apps.app))
+    parent = Starlette(routes=[Mount("/returns", app=mcp)]) if url.startswith("/returns") \
+        else mcp
+
+    async def go() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=parent),
+                                     base_url="http://127.0.0.1:8000") as client:
+            return await client.post(url, **post_args(request("tools/list")))
+
+    response = run(go())
+    assert response.status_code == 200, response.text
+    assert response.json()["result"]["tools"]
+
+
+def test_27_the_old_http_sse_transport_is_refused_as_docs_legacy_md_says() -> None:
+    # MCP Inspector's `--transport sse` opens a GET event stream: 405 on the endpoint, 404 at
+    # /sse; docs/legacy.md says so and names the transport to choose instead.
+    sse = {"accept": "text/event-stream"}
+    assert raw_post(b"", sse, path="/mcp", method="GET").status_code == 405
+    assert raw_post(b"", sse, path="/sse", method="GET").status_code == 404
+    legacy = " ".join((Path(__file__).parents[2] / "docs" / "legacy.md").read_text().split())
+    assert "### The old HTTP+SSE transport is not served" in legacy
+    assert "`--transport http`, not `--transport sse`" in legacy

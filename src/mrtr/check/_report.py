@@ -27,8 +27,9 @@ def _grouped(findings: list[Finding]) -> list[Finding]:
         first = next(f for f in mine if f.status == status)
         counts = ", ".join(f"{kinds[s]} {s}" for s in ("pass", "info", "skip") if kinds[s])
         tools = len({f.subject for f in mine if f.subject})
-        out.append(Finding(r.id, status, f"{counts} over {tools} tools; e.g. "
-                           f"{first.subject}: {first.detail}"))
+        over = f" over {tools} tool{'' if tools == 1 else 's'}" if tools else ""
+        example = f"{first.subject}: {first.detail}" if first.subject else first.detail
+        out.append(Finding(r.id, status, f"{counts}{over}; e.g. {example}"))
     return out
 
 

@@ -107,6 +107,7 @@ _COMMANDS: dict[str, _Spec] = {
     "read": _Spec(_read, "read a resource", "URI", "brightgrid://policy", True),
     "prompt": _Spec(_prompt, "get a prompt", "NAME [key=value ...]", "welcome name=Ann", True),
 }
+_HINT_PROBE = 5.0  # seconds the --mode modern hint waits for server/discover
 _EPILOG = """examples:
   mrtr {name} http://127.0.0.1:8000/mcp {example}
   mrtr {name} --stdio 'python -m mrtr serve app:app --stdio' {example}
@@ -183,13 +184,21 @@ async def _main(command: Command, args: argparse.Namespace) -> int:
     items: list[str] = list(args.items)
     console = StdConsole()
     args.screen = screen = Screen.detect(console)
+    hint: str | None = None
     try:
         client = _client(args, items, console)
         async with client:
-            result = await command(client, args, items)
+            try:
+                result = await command(client, args, items)
+            except (ProtocolError, TransportError):
+                hint = await _era_hint(client, args.mode)
+                raise
     except (ValueError, ProtocolError, ClientError, TransportError, TimeoutError) as exc:
         screen.close()
-        return _report(exc, console, as_json=args.json)
+        status = _report(exc, console, as_json=args.json)
+        if hint is not None:
+            console.write(hint)
+        return status
     failed = getattr(result, "is_error", UNSET) is True
     refused = getattr(client.handlers.elicitation, "refused", None)
     if failed and refused is not None and isinstance(result, CallToolResult):
@@ -200,6 +209,19 @@ async def _main(command: Command, args: argparse.Namespace) -> int:
         return 3
     _print(result, args)
     return 1 if failed else 0
+
+
+async def _era_hint(client: Client, mode: str) -> str | None:
+    """With --mode modern, a hint to try auto when the server does not answer discover."""
+    if mode != "modern":
+        return None
+    try:
+        async with asyncio.timeout(_HINT_PROBE):
+            await client.discover()  # every 2026-07-28 server answers it
+    except (ProtocolError, ClientError, TransportError, TimeoutError):
+        return ("mrtr: the server does not answer server/discover, so it may speak only MCP "
+                "2025 (initialize): try --mode auto")
+    return None
 
 
 def _print(result: object, args: argparse.Namespace) -> None:

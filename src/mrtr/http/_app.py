@@ -132,6 +132,9 @@ class McpApp:
             root = scope.get("root_path", "")
             if root and scope.get("path", "").startswith(root):  # mounted at a prefix
                 scope = {**scope, "path": scope["path"][len(root):] or "/"}
+            path = scope.get("path", "")
+            if path != self.path and path.rstrip("/") == self.path.rstrip("/"):
+                scope = {**scope, "path": self.path}  # `/mcp/` is the endpoint too
             await self._http(scope, receive, send)
         elif kind == "lifespan":
             await self._lifespan(receive, send)

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import hashlib
-import inspect
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -54,6 +53,7 @@ from mrtr.server._asks import (
 )
 from mrtr.server._forms import Confirmation, FormInvalid, render_form, validate_against_schema
 from mrtr.server._journal import FlowState
+from mrtr.server._once import declared_type, restore, run_kept
 from mrtr.server._peer import Notifier, Peer, Principal
 
 if TYPE_CHECKING:
@@ -180,16 +180,19 @@ class Context:
         accept_unasked: bool = ...
     ) -> Ask[Elicited[F]]: ...
     def elicit(
-        self, message: str, form: type[F], *, key: str | None = None, outcome: bool = False,
-        accept_unasked: bool = False,
+        self, message: str, form: type[F] | None = None, *, key: str | None = None,
+        outcome: bool = False, accept_unasked: bool = False, **other: object,
     ) -> Ask[F] | Ask[Elicited[F]]:
         """Ask the user to fill `form` (form-mode elicitation).
 
         Awaiting gives the validated form; a decline or cancel raises Declined (the tool then
         returns a clear "declined" result) unless `outcome=True`, which gives Elicited instead.
         `accept_unasked=True` takes an answer sent before the form was asked (plain data only:
-        the user never saw this message).
+        the user never saw this message). Raises TypeError, naming this spelling, for
+        FastMCP's `response_type=` or the SDK's `schema=`.
         """
+        if form is None or other:
+            raise TypeError(_elicit_misspelt(form, other))
         rendered = render_form(form)
         spec = form_spec(message, rendered.schema, rendered.digest)
 
@@ -227,20 +230,6 @@ class Context:
             return value, {"action": "accept", "content": value}
 
         return self.asker.make("elicit_schema", key, spec, resolve, kind="elicit")
-
-    async def elicit_fields(
-        self, fields: Mapping[str, tuple[str | None, dict[str, object]]]
-    ) -> dict[str, object]:
-        """Elicit missing tool arguments (AskIfMissing) in one form, keyed by their names."""
-        schema: dict[str, object] = {
-            "type": "object",
-            "properties": {name: prop for name, (_, prop) in fields.items()},
-            "required": sorted(fields),
-        }
-        lines = [msg for msg, _ in fields.values() if msg]
-        message = " ".join(lines) or "Please provide: " + ", ".join(sorted(fields))
-        key = "args:" + ",".join(sorted(fields))
-        return await self.elicit_schema(message, schema, key=key)
 
     def confirm(self, message: str, *, key: str | None = None) -> Ask[bool]:
         """Ask a yes/no question; decline and cancel count as no."""
@@ -326,30 +315,23 @@ class Context:
     ) -> T:
         """Run `fn` once per flow and journal its JSON-serialisable result under `key`.
 
-        Later rounds get the journaled JSON value, converted back to the type `returns` when
-        given (e.g. `returns=Booking` for a Struct or dataclass). With a store (Dispatcher
-        `store=`), `fn` runs once per flow across processes and replays; a client that goes
-        away does not stop it (its retry gets the value; OutcomePending while the store cannot
-        record it). A process dying inside `fn` lets it run again after the lease: make its
-        effect idempotent with `ctx.idempotency_key(key)` to keep that exactly-once too
-        (docs/deploy.md).
+        Every round gets the same type (`returns=`, else fn's return annotation, else the type
+        fn's value had if a later round can rebuild it; else TypeError: _once.py). With a
+        store, `fn` runs once per flow across processes, and a client that goes away does not
+        stop it; a process dying inside it lets it run again after the lease, so make its
+        effect idempotent with `ctx.idempotency_key(key)` (docs/deploy.md).
         """
+        declared = declared_type(fn, returns)
         onces = self._flow.onces
-        if key in onces:
-            stored = onces[key]
-            return msgspec.convert(stored, returns) if returns is not None else stored  # type: ignore[no-any-return]
-        if self._ledger is not None and self._flow_deadline is not None:
-            deadline = self._flow_deadline()  # before flow_id: round 1 assigns it here
-            replayed, found = await self._ledger.once(self._flow.flow_id, key, deadline, fn)
+        if key not in onces:
+            if self._ledger is not None and self._flow_deadline is not None:
+                deadline = self._flow_deadline()  # before flow_id: round 1 assigns it here
+                _, found = await self._ledger.once(self._flow.flow_id, key, deadline,
+                                                   lambda: run_kept(fn, declared))
+            else:
+                found = await run_kept(fn, declared)
             onces[key] = msgspec.to_builtins(found)
-            if replayed and returns is not None:
-                return msgspec.convert(found, returns)  # type: ignore[no-any-return]
-            return found  # type: ignore[return-value]
-        value = fn()
-        if inspect.isawaitable(value):
-            value = await value
-        onces[key] = msgspec.to_builtins(value)
-        return value
+        return restore(key, onces[key], declared)  # type: ignore[return-value]
 
     # -- progress and logging ------------------------------------------------------------------
     async def report_progress(
@@ -390,3 +372,16 @@ class Context:
             logger=UNSET if logger is None else logger,
         )
         await self._sink(LoggingMessageNotification(params=params))
+
+
+
+def _elicit_misspelt(form: object, other: Mapping[str, object]) -> str:
+    given = next(iter(other), None)
+    if given is None:
+        return "ctx.elicit(message, form) needs the form type: ctx.elicit('Seats?', Seats)"
+    if form is not None or given not in ("response_type", "schema"):
+        return f"ctx.elicit() got an unexpected keyword argument {given!r}"
+    what = getattr(other.get(given), "__name__", "Form")
+    return (f"ctx.elicit takes the form type as its second argument, not {given}=: `await "
+            f"ctx.elicit(message, {what})` gives the filled {what} (a decline ends the tool with "
+            f"a 'declined' result), and outcome=True gives an Elicited with .action and .value")

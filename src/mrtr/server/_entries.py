@@ -43,6 +43,7 @@ class PromptEntry:
     wants_ctx: bool
     # pydantic parameters: the string arguments validated and converted (raises ArgumentsInvalid)
     convert: Callable[[Mapping[str, object]], dict[str, object]] | None = None
+    ask_if_missing: Mapping[str, tuple[str, dict[str, object]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,7 @@ class ResourceEntry:
     mime_type: str | None
     wants_ctx: bool
     pattern: re.Pattern[str] | None = None  # templates only
+    ask_if_missing: Mapping[str, tuple[str, dict[str, object]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

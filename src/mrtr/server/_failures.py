@@ -169,7 +169,9 @@ def legacy_error(method: str, reply: Reply) -> Reply:
     if error is None:
         return reply
     if method == "tools/call" and isinstance(error, MissingRequiredClientCapability):
-        text = f"This tool needs a client capability the session lacks: {error.data}"
+        needed = ", ".join(error.needed) or "one it did not name"
+        text = (f"This tool needs a client capability the session did not declare at "
+                f"initialize: {needed}.")
         return Reply(reply.request_id, result=tool_error(text))
     if method == "resources/read" and isinstance(error, InvalidParams):
         data = error.data
@@ -204,9 +206,12 @@ def too_many_sessions(scope: str, limit: int, retry_after: float) -> TooManySess
                            retry_after=max(1.0, retry_after))
 
 
-def too_many_rounds(request_id: RequestId) -> Reply:
-    """A session's request still asking after the Dispatcher's round cap."""
-    return Reply(request_id, error=InternalError("Too many input rounds"))
+def too_many_rounds(request_id: RequestId, method: object, rounds: int,
+                    log: logging.Logger) -> Reply:
+    """A session's request still asking after `rounds` rounds of questions: the call ends, as
+    the tool's `isError` result, or as -32603 for any other method."""
+    text = f"Still asking after {rounds} rounds of questions, so the call stopped."
+    return ask_failed(request_id, method, text, log)
 
 
 # -- HTTP ----------------------------------------------------------------------------------------

@@ -30,7 +30,12 @@ from typing import Any, ClassVar, Generic, Literal, NamedTuple, Self, TypeVar, d
 import msgspec
 
 from mrtr.server import _pydantic
-from mrtr.server._schema_check import Checker, FormInvalid, validate_against_schema
+from mrtr.server._schema_check import (
+    Checker,
+    FormInvalid,
+    default_problem,
+    validate_against_schema,
+)
 
 __all__ = [
     "Choices",
@@ -193,6 +198,9 @@ def field_property(name: str, annotation: object, default: object = msgspec.NODE
     _apply_meta(prop, [m for m in extras if isinstance(m, msgspec.Meta)])
     if default is not msgspec.NODEFAULT and default is not None:
         prop["default"] = _json_default(default)
+        if (problem := default_problem(prop)) is not None:
+            raise TypeError(f"the default {prop['default']!r} does not fit its own field "
+                            f"({problem}): change the default or the bound")
     return prop
 
 

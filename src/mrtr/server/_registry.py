@@ -29,15 +29,17 @@ from mrtr.server._entries import (
     TaskSupport,
     ToolEntry,
 )
+from mrtr.server._outputs import output_checker, tool_output
 from mrtr.server._schema import (
-    output_checker,
+    ask_fields,
     prompt_signature,
     signature_schema,
-    tool_output,
 )
 from mrtr.server._wrapping import (
     as_async,
     calls_begin_task,
+    check_function,
+    check_resource,
     context_param,
     describe,
     schema_converter,
@@ -102,6 +104,7 @@ class Server:
         input_schema: dict[str, object] | None = None,
         task: TaskSupport | None = None,
         scopes: Sequence[str] = (),
+        replace: bool = False,
     ) -> Callable[[Fn], Fn]: ...
     def tool(
         self,
@@ -113,6 +116,7 @@ class Server:
         input_schema: dict[str, object] | None = None,
         task: TaskSupport | None = None,
         scopes: Sequence[str] = (),
+        replace: bool = False,
     ) -> Fn | Callable[[Fn], Fn]:
         """Register a tool (`@app.tool` or `@app.tool(...)`).
 
@@ -120,7 +124,7 @@ class Server:
         extension): "optional" runs as a task for clients that declare the extension and in the
         request for others; "required" answers -32021 to the others. See docs/tasks.md.
         `scopes` are the OAuth scopes a caller's token must hold when the transport authorizes
-        (docs/auth.md).
+        (docs/auth.md). A second tool of the same name raises ValueError unless `replace=True`.
         """
         if task not in (None, "optional", "required"):
             raise ValueError(f"task must be 'optional', 'required' or None, not {task!r}")
@@ -128,9 +132,11 @@ class Server:
             return self.tool()(name)
 
         def register(fn: Fn) -> Fn:
+            check_function(fn, "tool")
             tool_name = name or fn.__name__
             if not _NAME.match(tool_name):
                 raise ValueError(f"tool name {tool_name!r} must match {_NAME.pattern}")
+            _check_new(self.tables.tools, tool_name, "tool", replace)
             ctx_param = context_param(fn)
             convert: Callable[[Mapping[str, object]], dict[str, object]]
             if input_schema is None:
@@ -162,24 +168,30 @@ class Server:
     def prompt(self, fn: Fn, /) -> Fn: ...
     @overload
     def prompt(
-        self, name: str | None = None, *, title: str | None = None, description: str | None = None
+        self, name: str | None = None, *, title: str | None = None,
+        description: str | None = None, replace: bool = False,
     ) -> Callable[[Fn], Fn]: ...
     def prompt(
         self, name: str | Fn | None = None, *, title: str | None = None,
-        description: str | None = None,
+        description: str | None = None, replace: bool = False,
     ) -> Fn | Callable[[Fn], Fn]:
         """Register a prompt (`@app.prompt` or `@app.prompt(...)`).
 
         Its string parameters become the prompt's arguments. With pydantic parameters
         (`Annotated[int, Field(ge=1)]`, models) the arguments are validated and converted by
-        pydantic, and a field's description is the argument's description.
+        pydantic, and a field's description is the argument's description. AskIfMissing ones are
+        optional and asked when omitted. A second prompt of the same name raises ValueError unless
+        `replace=True`.
         """
         if callable(name):  # bare `@app.prompt`
             return self.prompt()(name)
 
         def register(fn: Fn) -> Fn:
+            check_function(fn, "prompt")
             prompt_name = name or fn.__name__
+            _check_new(self.tables.prompts, prompt_name, "prompt", replace)
             ctx_param = context_param(fn)
+            asks = ask_fields(fn, skip={ctx_param} if ctx_param else set())
             arguments: list[PromptArgument] = []
             required: list[str] = []
             typed = prompt_signature(fn, skip={ctx_param} if ctx_param else set())
@@ -188,6 +200,7 @@ class Server:
                     continue
                 is_required, text = (typed.argument(param.name) if typed is not None
                                      else (param.default is inspect.Parameter.empty, None))
+                is_required = is_required and param.name not in asks
                 arguments.append(PromptArgument(
                     name=param.name, required=is_required,
                     description=text if text is not None else UNSET))
@@ -201,7 +214,7 @@ class Server:
             )
             self.tables.prompts[prompt_name] = PromptEntry(
                 prompt, as_async(fn), tuple(required), ctx_param is not None,
-                typed.converter() if typed is not None else None,
+                typed.converter() if typed is not None else None, asks,
             )
             return fn
 
@@ -216,17 +229,25 @@ class Server:
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        replace: bool = False,
     ) -> Callable[[Fn], Fn]:
         """Register a resource, or a template when `uri` has `{variables}` (RFC 6570 level 1).
 
-        Raises TypeError when used bare (`@app.resource`): a resource needs its URI.
+        Raises TypeError when used bare (`@app.resource`): a resource needs its URI. Raises
+        ValueError for a URI without a scheme, or one registered already (unless `replace=True`),
+        and TypeError when the URI's variables and the function's parameters do not match.
         """
         if not isinstance(uri, str):  # bare `@app.resource` passes the function as the URI
             raise TypeError(_NEEDS_URI.format(getattr(uri, "__qualname__", None) or repr(uri)))
 
         def register(fn: Fn) -> Fn:
-            res_name = name or fn.__name__
+            check_function(fn, "resource")
             ctx_param = context_param(fn)
+            asks = ask_fields(fn, skip={ctx_param} if ctx_param else set())
+            variables = check_resource(uri, fn, {*asks, *([ctx_param] if ctx_param else [])})
+            table = self.tables.templates if variables else self.tables.resources
+            _check_new(table, uri, "resource template" if variables else "resource", replace)
+            res_name = name or fn.__name__
             common: dict[str, Any] = {
                 "name": res_name,
                 "title": title if title is not None else UNSET,
@@ -234,16 +255,15 @@ class Server:
                 "mime_type": mime_type if mime_type is not None else UNSET,
             }
             call = as_async(fn)
-            if "{" in uri:
+            if variables:
                 template = ResourceTemplate(uri_template=uri, **common)
                 entry = ResourceEntry(
-                    template, call, mime_type, ctx_param is not None, template_pattern(uri)
+                    template, call, mime_type, ctx_param is not None, template_pattern(uri), asks
                 )
-                self.tables.templates[uri] = entry
             else:
                 resource = Resource(uri=uri, **common)
-                entry = ResourceEntry(resource, call, mime_type, ctx_param is not None)
-                self.tables.resources[uri] = entry
+                entry = ResourceEntry(resource, call, mime_type, ctx_param is not None, None, asks)
+            table[uri] = entry
             return fn
 
         return register
@@ -283,3 +303,13 @@ class Server:
             if found:
                 return entry, found.groupdict()
         return None
+
+
+def _check_new(table: Mapping[str, Any], key: str, kind: str, replace: bool) -> None:
+    """Refuse a second registration under `key` unless it is meant to replace the first."""
+    if key in table and not replace:
+        first = getattr(table[key].call, "__qualname__", "another function")
+        what = "named" if "resource" not in kind else "with the URI"
+        raise ValueError(f"a {kind} {what} {key!r} is registered already (by {first}): give "
+                         f"this one another {'name' if what == 'named' else 'URI'}, or pass "
+                         "replace=True to replace the first")

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import msgspec
@@ -32,6 +32,7 @@ from mrtr.server._peer import Notifier, Peer
 from mrtr.server._registry import Server
 from mrtr.server._results import checked_tool_result, prompt_result, resource_contents
 from mrtr.server._rounds import Round, RoundEngine
+from mrtr.server._schema import AskIfMissing
 from mrtr.server._sealing import Binding, digest_arguments
 from mrtr.server.tasks._runner import PreTask, TaskRunner
 
@@ -188,7 +189,8 @@ class Runner:
             args = entry.convert(args)
 
         async def invoke(ctx: Context) -> Any:
-            return await (entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args))
+            given = await _asked_if_missing(ctx, entry.ask_if_missing, args)
+            return await (entry.call(ctx, **given) if entry.wants_ctx else entry.call(**given))
 
         round_, ctx = self._open(request, peer, sink, params.name, arguments)
         description = entry.prompt.description
@@ -216,8 +218,8 @@ class Runner:
             entry, variables = found
 
         async def invoke(ctx: Context) -> Any:
-            call = entry.call
-            return await (call(ctx, **variables) if entry.wants_ctx else call(**variables))
+            call, given = entry.call, await _asked_if_missing(ctx, entry.ask_if_missing, variables)
+            return await (call(ctx, **given) if entry.wants_ctx else call(**given))
 
         round_, ctx = self._open(request, peer, sink, uri, None)
         cache = self._server.cache
@@ -286,12 +288,24 @@ def _tasked(entry: ToolEntry, extensions: object) -> bool:
 
 async def _arguments(ctx: Context, entry: ToolEntry, arguments: dict[str, Any]) -> dict[str, Any]:
     """Validate arguments, first eliciting the AskIfMissing parameters the client left out."""
-    asks = entry.ask_if_missing
+    return entry.convert(await _asked_if_missing(ctx, entry.ask_if_missing, arguments))
+
+
+async def _asked_if_missing(
+    ctx: Context, asks: Mapping[str, tuple[str, dict[str, object]]], arguments: dict[str, Any]
+) -> dict[str, Any]:
+    """`arguments` with the AskIfMissing ones the request left out (or sent as null) asked."""
     missing = {name: spec for name, spec in asks.items() if arguments.get(name) is None}
-    if missing:
-        answers = await ctx.elicit_fields(missing)
-        arguments = {**arguments, **answers}
-    return entry.convert(arguments)
+    if not missing:
+        return arguments
+    schema: dict[str, object] = {
+        "type": "object",
+        "properties": {name: prop for name, (_, prop) in missing.items()},
+        "required": sorted(missing),
+    }
+    message = " ".join(text for text, _ in missing.values())  # AskIfMissing has a default text
+    key = AskIfMissing.key(*missing)
+    return {**arguments, **await ctx.elicit_schema(message, schema, key=key)}
 
 
 R = TypeVar("R", bound=msgspec.Struct)

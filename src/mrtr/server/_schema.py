@@ -27,13 +27,11 @@ __all__ = [
     "AskIfMissing",
     "Header",
     "ToolSignature",
+    "ask_fields",
     "convert_arguments",
     "docstring_summary",
-    "output_checker",
     "prompt_signature",
-    "return_schema",
     "signature_schema",
-    "tool_output",
 ]
 
 Dump = Callable[[object], tuple[object, object]]
@@ -54,9 +52,19 @@ class Header:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AskIfMissing:
-    """Parameter marker: when the client omits this argument, elicit it from the user."""
+    """Parameter marker: when the client omits this argument, elicit it from the user.
+
+    Works on tools, prompts and resources. The parameters a request omitted are asked in one
+    form under the key `AskIfMissing.key(*names)`.
+    """
 
     message: str | None = None
+
+    @staticmethod
+    def key(*names: str) -> str:
+        """The ask key for these omitted parameters: `args:` and their sorted names, by commas
+        (`answers={AskIfMissing.key("region"): {"region": "eu"}}` in a TestClient script)."""
+        return "args:" + ",".join(sorted(names))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -180,7 +188,7 @@ def _msgspec_signature(fn: Callable[..., object], hints: Mapping[str, Any],
     try:
         body = _inline(args_type)
     except TypeError as exc:
-        raise TypeError(f"{_name(fn)}: unsupported parameter type: {exc}") from None
+        raise _unsupported(fn, fields, exc) from None
     props = typing.cast(dict[str, dict[str, object]], body.setdefault("properties", {}))
     for name, value in defaults.items():
         props[name]["default"] = value
@@ -261,6 +269,29 @@ def _model_asks(messages: Mapping[str, str],
     return asks
 
 
+_SUPPORTED = ("use str, int, float, bool, a date or datetime, a Literal or Enum, a list or dict of "
+              "those, a msgspec.Struct, a dataclass or a TypedDict (bounds and descriptions with "
+              "Annotated[int, msgspec.Meta(ge=1)]), or give the tool input_schema= verbatim")
+
+
+def _unsupported(fn: Callable[..., object], fields: list[tuple[str, object, object]],
+                 exc: TypeError) -> TypeError:
+    """The TypeError for a parameter type with no JSON Schema, naming the parameter."""
+    for name, annotation, _ in fields:
+        try:
+            msgspec.json.schema(annotation)
+        except TypeError as inner:
+            found = re.search(r"type (.+) is not supported", str(inner))
+            what = found.group(1) if found else str(inner).strip().splitlines()[-1]
+            what = re.sub(r"<class '(?:[\w.]+\.)?(\w+)'>", r"\1", what)
+            shown = (annotation.__name__ if isinstance(annotation, type)
+                     else re.sub(r"(?:\w+\.)+", "", repr(annotation)))
+            return TypeError(f"{_name(fn)}: unsupported parameter type: parameter {name!r} "
+                             f"({shown}): {what} has no JSON Schema to tell a client what to "
+                             f"send: {_SUPPORTED}")
+    return TypeError(f"{_name(fn)}: unsupported parameter type ({exc}): {_SUPPORTED}")
+
+
 def _keep_declared_order(annotation: object, prop: object) -> None:
     """Put a Literal's choices back in the order the author wrote them (msgspec sorts them)."""
     if typing.get_origin(annotation) is Annotated:
@@ -294,6 +325,28 @@ def _ask(p: inspect.Parameter, annotation: object,
     return ask.message or f"Please provide {humanise(p.name).lower()}.", prop
 
 
+def ask_fields(
+    fn: Callable[..., object], *, skip: Collection[str]
+) -> dict[str, tuple[str, dict[str, object]]]:
+    """The AskIfMissing parameters of a prompt or resource handler: name → (message, property).
+
+    Raises TypeError for a misused marker, or an annotation that cannot be resolved when one
+    names AskIfMissing.
+    """
+    try:
+        hints = _hints(fn)
+    except TypeError:  # prompts and resources never needed their hints: only ours must resolve
+        if any("AskIfMissing" in str(a) for a in getattr(fn, "__annotations__", {}).values()):
+            raise
+        return {}
+    asks: dict[str, tuple[str, dict[str, object]]] = {}
+    for p in inspect.signature(fn).parameters.values():
+        annotation, _, ask = _strip_markers(hints.get(p.name, Any))
+        if ask is not None and p.name not in skip:
+            asks[p.name] = _ask(p, annotation, ask)
+    return asks
+
+
 def convert_arguments(sig: ToolSignature, arguments: Mapping[str, object]) -> dict[str, object]:
     """Validate and convert `arguments` into handler keyword arguments.
 
@@ -314,56 +367,6 @@ def convert_arguments(sig: ToolSignature, arguments: Mapping[str, object]) -> di
         if value is not UNSET:
             values[name] = value
     return values
-
-
-def _is_object_type(tp: object) -> bool:
-    if not isinstance(tp, type) or tp.__module__.startswith("mrtr."):
-        return False  # framework types (CallToolResult, Ask, ...) are results, not output
-    if issubclass(tp, msgspec.Struct):
-        return not tp.__struct_config__.array_like
-    return typing.is_typeddict(tp) or dataclasses.is_dataclass(tp)
-
-
-def return_schema(fn: Callable[..., object]) -> dict[str, object] | None:
-    """The outputSchema for a Struct / TypedDict / dataclass / pydantic return annotation."""
-    return tool_output(fn)[0]
-
-
-def tool_output(fn: Callable[..., object]) -> tuple[dict[str, object] | None, Dump | None]:
-    """The outputSchema of `fn`'s return annotation, and the dump of a pydantic one.
-
-    The dump turns a returned value into (JSON for the text, structuredContent); None means
-    msgspec's `to_builtins`, or no structured output when the schema is None too.
-    """
-    tp = _hints(fn).get("return")
-    if tp is not None and _pydantic.involves(tp):
-        try:
-            found = _pydantic.output(tp)
-        except TypeError as exc:
-            raise TypeError(f"{_name(fn)}: unsupported return type: {exc}") from None
-        return found.schema, found.dump
-    while typing.get_origin(tp) is Annotated:
-        tp = typing.get_args(tp)[0]
-    return (_inline(tp) if _is_object_type(tp) else None), None
-
-
-def output_checker(schema: Mapping[str, object]) -> Callable[[object], str | None]:
-    """A check of structuredContent against `schema` (JSON Schema 2020-12), compiled once.
-
-    The check returns why the value does not match, or None when it does (TOOL-02).
-    """
-    import jsonschema  # type: ignore[import-untyped]  # only tools with an outputSchema pay
-
-    validator = jsonschema.Draft202012Validator(schema)
-
-    def check(value: object) -> str | None:
-        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-        if error is None:
-            return None
-        where = "/".join(str(p) for p in error.absolute_path) or "structuredContent"
-        return f"{where}: {error.message}"
-
-    return check
 
 
 def docstring_summary(fn: Callable[..., object]) -> str | None:

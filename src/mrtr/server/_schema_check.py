@@ -22,7 +22,7 @@ import msgspec
 from mrtr.errors import MrtrError
 from mrtr.protocol._formats import email_problem
 
-__all__ = ["Checker", "FormInvalid", "validate_against_schema"]
+__all__ = ["Checker", "FormInvalid", "default_problem", "validate_against_schema"]
 
 
 class FormInvalid(MrtrError, ValueError):
@@ -85,6 +85,48 @@ def _option_labels(prop: Mapping[str, object]) -> list[str]:
     if isinstance(titled, list):
         return [str(o.get("title", o.get("const"))) for o in titled if isinstance(o, dict)]
     return [str(v) for v in typing.cast(list[object], prop.get("enum") or [])]
+
+
+def _option_values(prop: object) -> list[object] | None:
+    if not isinstance(prop, Mapping):
+        return None
+    titled = prop.get("oneOf") or prop.get("anyOf")
+    if isinstance(titled, list):
+        return [o.get("const") for o in titled if isinstance(o, Mapping)]
+    enum = prop.get("enum")
+    return list(enum) if isinstance(enum, list) else None
+
+
+def default_problem(prop: Mapping[str, object]) -> str | None:
+    """Why a property's own `default` breaks its options or bounds, or None when it fits.
+
+    A default is an answer the author filled in: a client that sends it back gets it refused.
+    Checked without jsonschema (forms are rendered at import).
+    """
+    if "default" not in prop:
+        return None
+    value = prop["default"]
+    measure: float
+    options = _option_values(prop)
+    if options is not None and value not in options:
+        return describe("enum", prop)
+    if isinstance(value, list) and prop.get("type") == "array":
+        items = _option_values(prop.get("items"))
+        if items is not None and any(v not in items for v in value):
+            return describe("items", prop)
+        measure, low, high = len(value), "minItems", "maxItems"
+    elif isinstance(value, str) and prop.get("format") not in _TEMPORAL:
+        measure, low, high = len(value), "minLength", "maxLength"
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        measure, low, high = value, "minimum", "maximum"
+    else:
+        return None
+    bound_low, bound_high = prop.get(low), prop.get(high)
+    if isinstance(bound_low, int | float) and measure < bound_low:
+        return describe(low, prop)
+    if isinstance(bound_high, int | float) and measure > bound_high:
+        return describe(high, prop)
+    return None
 
 
 def describe(keyword: str, prop: Mapping[str, object]) -> str:

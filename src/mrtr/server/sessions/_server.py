@@ -77,6 +77,9 @@ class SessionServer:
     `ask_timeout` is how many seconds a server→client request may wait for its answer;
     `session_ttl` bounds the life of a session id (seconds); `limits` caps the sessions this
     process holds (SessionLimits). Terminations go to the Dispatcher's store, for every process.
+    Playing the MRTR client for the session, it answers at most `max_rounds` input_required
+    replies of one call, as mrtr's own Client does (10), or fewer when the Dispatcher's
+    `max_rounds` is lower.
     """
 
     def __init__(
@@ -86,10 +89,12 @@ class SessionServer:
         ask_timeout: float = 600.0,
         session_ttl: float = 24 * 3600.0,
         limits: SessionLimits | None = None,
+        max_rounds: int = 10,
         logger: logging.Logger | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.ask_timeout = ask_timeout
+        self.max_rounds = min(max_rounds, dispatcher.max_rounds)
         self.log = logger or logging.getLogger("mrtr.server.session")
         name = dispatcher.server.name
         sealer = dispatcher.sealer.for_audience(f"{name} mcp-session", ttl=session_ttl)
@@ -257,7 +262,7 @@ class SessionServer:
         sink = _sink(outbound)
         urls: list[str] = []
         peer = dataclasses.replace(peer, session_id=session.id)  # for telemetry
-        for _ in range(dispatcher.max_rounds + 1):
+        for answered in range(self.max_rounds + 1):
             try:
                 decoded = dispatcher.receive(encode(request))
             except ProtocolError as exc:
@@ -267,6 +272,8 @@ class SessionServer:
             if not isinstance(result, InputRequiredResult):
                 await self._complete_urls(session, urls, outbound)
                 return reply
+            if answered == self.max_rounds:
+                break
             try:
                 answers = await self._fulfil(session, result, outbound, urls)
             except _AskFailed as exc:
@@ -275,7 +282,8 @@ class SessionServer:
             if result.request_state is not UNSET:
                 params["requestState"] = result.request_state
             request = {**request, "params": params}
-        return too_many_rounds(request.get("id"))
+        return too_many_rounds(request.get("id"), request.get("method"), self.max_rounds,
+                               self.log)
 
     async def _fulfil(
         self, session: Session, result: InputRequiredResult, outbound: Outbound, urls: list[str]

@@ -57,6 +57,7 @@ class _Registry(Protocol):
 
     tables: Tables
 
+_STARTED = "Started."  # a new task's statusMessage, until progress replaces it
 Invoke = Callable[[ToolEntry, Context, dict[str, Any]], Awaitable[Any]]  # _runs.invoke_tool
 
 
@@ -145,7 +146,7 @@ class TaskRunner:
                 scopes=sorted(peer.scopes) if peer.scopes is not None else None,
                 tool=entry.tool.name, arguments=arguments, meta=msgspec.to_builtins(meta),
                 created_at=now, updated_at=now, expires=expires, ttl_ms=policy.ttl_ms,
-                poll_interval_ms=policy.poll_interval_ms, flow=flow)
+                poll_interval_ms=policy.poll_interval_ms, flow=flow, status_message=_STARTED)
             await self.book.acquire(record)  # a fresh id: ours; taken before it is visible
             await self.book.save(record)
         except BaseException:  # no task: give the slot back (a store that is down keeps it
@@ -154,8 +155,8 @@ class TaskRunner:
             raise
         self._start(record)
         return CreateTaskResult(
-            task_id=record.task_id, status="working", created_at=iso_time(now),
-            last_updated_at=iso_time(now), ttl_ms=record.ttl_ms,
+            task_id=record.task_id, status="working", status_message=_STARTED,
+            created_at=iso_time(now), last_updated_at=iso_time(now), ttl_ms=record.ttl_ms,
             poll_interval_ms=record.poll_interval_ms, meta=self.meta)
 
     def _refusal(self, principal: str | None) -> CallToolResult:
