@@ -118,8 +118,11 @@ class SessionServer:
             capabilities=capabilities if isinstance(capabilities, dict) else {},
             client_info=client_info if isinstance(client_info, dict) else None,
         )
+        started = self.dispatcher.request_log.start()
         session = self.sessions.open(info, peer.principal)
-        return session, _result(request_id, self._initialize_result(info.version))
+        result = self._initialize_result(info.version)
+        self.dispatcher.request_log.answered(started, request_id, "initialize", peer, result)
+        return session, _result(request_id, result)
 
     def _initialize_result(self, version: str) -> InitializeResult:
         server = self.dispatcher.server
@@ -191,17 +194,8 @@ class SessionServer:
         params = message.get("params", {})
         if not isinstance(params, dict):
             return error_reply(request_id, InvalidParams("Invalid params: not an object")).body
-        local = self._local.get(method)
-        if local is not None:
-            try:
-                return _result(request_id, local(session, params))
-            except ProtocolError as exc:
-                return error_reply(request_id, exc).body
-        if method == "initialize":
-            info = session.info
-            return _result(request_id, self._initialize_result(info.version))
-        if method not in METHODS:
-            return error_reply(request_id, MethodNotFound(f"Method not found: {method}")).body
+        if method in self._local or method == "initialize" or method not in METHODS:
+            return self._answer_here(session, request_id, method, params, peer)
         meta = params.get("_meta")
         if isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta:
             # 2026-07-28 `_meta` inside a session: served statelessly, exactly as without one.
@@ -209,6 +203,24 @@ class SessionServer:
             return reply.body if reply is not None else b""
         reply = await self._rounds(session, _modern(session, message, params), peer, outbound)
         return _shape(method, reply)
+
+    def _answer_here(self, session: Session, request_id: RequestId, method: str,
+                     params: JSONObject, peer: Peer) -> bytes:
+        """A request the session answers itself (`ping`, `logging/setLevel`, …), logged as
+        the Dispatcher logs the others (the `mrtr.requests` line)."""
+        started = self.dispatcher.request_log.start()
+        result: object = None
+        error: ProtocolError | None = MethodNotFound(f"Method not found: {method}")
+        local = self._local.get(method)
+        try:
+            if local is not None or method == "initialize":
+                error = None
+                result = (local(session, params) if local is not None
+                          else self._initialize_result(session.info.version))
+        except ProtocolError as exc:
+            error = exc
+        self.dispatcher.request_log.answered(started, request_id, method, peer, result, error)
+        return _result(request_id, result) if error is None else error_reply(request_id, error).body
 
     def as_request(self, session: Session, message: JSONObject) -> Any | None:
         """`message` decoded as the 2026-07-28 request it is served as; None if it is none."""
