@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -149,3 +150,14 @@ def test_flip_bit_flips_exactly_one_bit(blob: bytes, bit: int) -> None:
     diff = [a ^ b for a, b in zip(_raw(state), _raw(flipped), strict=True)]
     assert sum(bin(d).count("1") for d in diff) == 1
     assert flip_bit(flipped, bit) == state
+
+
+def test_the_docs_snippet_on_logs_and_progress_runs_issue27() -> None:
+    docs = Path(__file__).resolve().parents[1] / "docs" / "testing-your-server.md"
+    if not docs.exists():  # `make mutate` stages copy src/, tests/ and examples/ only
+        pytest.skip("docs/ is not beside the tests (a mutation stage)")
+    section = docs.read_text().split("## Asserting on logs and progress\n", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    ns: dict[str, Any] = {"__name__": "docs_logs"}
+    exec(compile(code, str(docs), "exec", dont_inherit=True), ns)  # its asserts are the test
+    assert ns["flow"].text == "Sent."

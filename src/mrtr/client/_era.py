@@ -31,6 +31,7 @@ from mrtr.protocol import (
     Implementation,
     JSONRPCErrorResponse,
     JSONRPCResultResponse,
+    LoggingLevel,
     RequestParams,
     decode_server_message,
     encode_message,
@@ -76,6 +77,7 @@ class Era:
         handlers: Handlers,
         client_info: Implementation,
         probe_timeout: float = PROBE_TIMEOUT,
+        log_level: LoggingLevel | None = None,
     ) -> None:
         if mode not in ("auto", "modern", "legacy"):
             raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
@@ -84,6 +86,7 @@ class Era:
         self.handlers = handlers
         self.client_info = client_info
         self.probe_timeout = probe_timeout
+        self.log_level = log_level  # a 2025 session asks for it with logging/setLevel
         self.session: Session | None = None
         self.probes = 0
         self._known = mode == "modern"
@@ -128,7 +131,8 @@ class Era:
             if reply is not None and speaks_modern(reply):
                 self._known = True
                 return reply if probe is request else None
-        session = Session(self.transport, handlers=self.handlers, client_info=self.client_info)
+        session = Session(self.transport, handlers=self.handlers, client_info=self.client_info,
+                          log_level=self.log_level)
         await session.open()
         self.session, self._known = session, True
         return None
