@@ -15,6 +15,8 @@ import re
 import time
 from typing import Any
 
+import msgspec
+
 from mrtr.server._probe import current_probe
 
 __all__ = ["JsonFormatter", "RequestContext", "TextFormatter", "log_config"]
@@ -24,6 +26,7 @@ _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+")
 _FIELDS = ("request_id", "flow_id", "round", "principal")
 # The request line's fields (docs/operations.md), written by JsonFormatter when a record has them.
 _LINE_FIELDS = ("method", "target", "outcome", "code", "is_error", "replayed", "duration_ms")
+_ENCODER = msgspec.json.Encoder(enc_hook=str)  # any other value is written as its str()
 
 
 class RequestContext(logging.Filter):
@@ -87,7 +90,10 @@ class JsonFormatter(logging.Formatter):
                 entry[name] = value
         if record.exc_info:
             entry["exception"] = _masked(self.formatException(record.exc_info))
-        return json.dumps(entry, default=str)
+        try:
+            return _ENCODER.encode(entry).decode()  # a fifth of json.dumps's time
+        except (TypeError, ValueError, OverflowError):  # what msgspec cannot carry, as text
+            return json.dumps(entry, default=str)
 
 
 def log_config(level: str = "info", log_format: str = "text",
