@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -161,3 +162,14 @@ def test_27_asked_raises_the_round_s_wire_error_not_a_bare_key_error() -> None:
     with pytest.raises(AssertionError, match=r"no round 3: the flow had 2 rounds"):
         done.asked(3)
     assert list(done.asked(1)) == ["n"] and done.asked(2) == {}
+
+
+def test_the_docs_snippet_on_logs_and_progress_runs_issue27() -> None:
+    docs = Path(__file__).resolve().parents[1] / "docs" / "testing-your-server.md"
+    if not docs.exists():  # `make mutate` stages copy src/, tests/ and examples/ only
+        pytest.skip("docs/ is not beside the tests (a mutation stage)")
+    section = docs.read_text().split("## Asserting on logs and progress\n", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    ns: dict[str, Any] = {"__name__": "docs_logs"}
+    exec(compile(code, str(docs), "exec", dont_inherit=True), ns)  # its asserts are the test
+    assert ns["flow"].text == "Sent."

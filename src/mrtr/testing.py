@@ -69,10 +69,27 @@ class Clock:
 
 @dataclass
 class Flow:
-    """What one driven call went through: every round's raw reply and the final one."""
+    """What one driven call went through: every round's raw reply and the final one, and the
+    notifications the server sent meanwhile (`logs`, `progress`)."""
 
     replies: list[dict[str, Any]] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def logs(self) -> list[dict[str, Any]]:
+        """The params of each `notifications/message` (`ctx.info(...)`, `ctx.log(...)`), in
+        order: `{"level": "info", "data": "...", "logger": ...}`."""
+        return self._params("notifications/message")
+
+    @property
+    def progress(self) -> list[dict[str, Any]]:
+        """The params of each `notifications/progress` (`ctx.report_progress(...)`), in order:
+        `{"progressToken": ..., "progress": 1.0, "total": 3.0, "message": "..."}`."""
+        return self._params("notifications/progress")
+
+    def _params(self, method: str) -> list[dict[str, Any]]:
+        return [n.get("params", {}) for n in self.notifications if n.get("method") == method]
 
     @property
     def result(self) -> dict[str, Any]:
@@ -112,7 +129,9 @@ class TestClient:
     a real Client, which declares only what it can answer: pass `capabilities={}` (or a part)
     to test how the server treats a client that cannot answer. A handler that returns with an
     ask it never awaited (a missing `await`) fails the request with AssertionError, where a
-    real server only logs a warning.
+    real server only logs a warning. Driven calls (`call_tool`, `get_prompt`, `read_resource`)
+    ask for log messages at `log_level` (None: none) and progress, and record both in their
+    Flow; raw `send` and `request` add neither to `_meta`.
     """
 
     __test__ = False  # not a pytest test class
@@ -127,6 +146,7 @@ class TestClient:
         capabilities: Mapping[str, Any] | None = None,
         max_rounds: int = 16,
         store: Store | None = None,
+        log_level: str | None = "debug",
     ) -> None:
         self.clock = clock or Clock()
         self.sealer = sealer or Sealer(
@@ -137,7 +157,9 @@ class TestClient:
                                      on_unawaited_ask=self._unawaited.append)
         self.principal = principal
         self.capabilities = dict(ALL_CAPABILITIES if capabilities is None else capabilities)
+        self.log_level = log_level
         self._ids = itertools.count(1)
+        self._tokens = itertools.count(1)
         self._runner = asyncio.Runner()
         self.notifications: list[dict[str, Any]] = []
 
@@ -232,7 +254,9 @@ class TestClient:
         for _ in range(max_rounds):
             body = {**params, **extra}
             flow.requests.append(body)
-            reply = self.send(method, body)
+            seen = len(self.notifications)
+            reply = self.send(method, {"_meta": self._listening_meta(), **body})
+            flow.notifications.extend(self.notifications[seen:])
             flow.replies.append(reply)
             result = reply.get("result")
             if result is None or result.get("resultType") != "input_required":
@@ -245,6 +269,13 @@ class TestClient:
             if "requestState" in result:
                 extra["requestState"] = result["requestState"]
         raise AssertionError(f"no final reply after {max_rounds} rounds")
+
+    def _listening_meta(self) -> dict[str, Any]:
+        """`_meta` of a driven round: a fresh progress token, and the log level if any."""
+        extra: dict[str, Any] = {"progressToken": f"progress-{next(self._tokens)}"}
+        if self.log_level is not None:
+            extra["io.modelcontextprotocol/logLevel"] = self.log_level
+        return self.meta(**extra)
 
 
 def _respond(key: str, request: dict[str, Any], script: dict[str, list[Answer]]) -> Any:

@@ -73,3 +73,17 @@ async def pack(ctx: Context, boxes: int = 3, seconds: float = 0.3) -> str:
         await anyio.sleep(seconds)
         await ctx.report_progress(done, boxes, f"packing box {done} of {boxes}")
     return f"Packed {boxes} boxes."
+
+
+@app.tool()
+async def pack_logged(ctx: Context, order_id: str) -> str:
+    """Ask to confirm, then pack with a log line and progress after each box (issue 27)."""
+    await ctx.info(f"packing order {order_id}", logger="warehouse")
+    if not await ctx.confirm(f"Pack order {order_id}?"):
+        return "Not packed."
+    for done in (1, 2):
+        await ctx.debug(f"box {done} taped")
+        await ctx.report_progress(done, 2, f"box {done} of 2")
+        await anyio.sleep(0.2)
+    await ctx.warning("the carrier is late today")
+    return f"Packed {order_id}."

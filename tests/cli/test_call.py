@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -366,3 +367,24 @@ def test_a_hanging_sampler_is_stopped_at_the_deadline(tmp_path: Path) -> None:
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+# -- the server's log messages (#27) -------------------------------------------------------------
+def test_call_shows_the_servers_log_messages_on_stderr_issue27(target: list[str]) -> None:
+    out = subprocess.run(mrtr("call", *target, "pack_logged", "order_id=A-1"), cwd=ROOT,
+                         input="y\n", capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout) == (0, "Packed A-1.\n")
+    lines = out.stderr.splitlines()
+    assert lines[0] == "[info] warehouse: packing order A-1"  # once, though the tool re-ran
+    assert lines[-1].endswith("[warning] the carrier is late today")
+    assert out.stderr.count("packing order") == 1 and "[debug]" not in out.stderr
+
+
+@pytest.mark.parametrize(("level", "shown"), [
+    ("debug", ["info", "debug", "debug", "warning"]), ("warning", ["warning"]), ("off", [])])
+def test_the_log_level_option_issue27(level: str, shown: list[str]) -> None:
+    out = subprocess.run(mrtr("call", "--stdio", SERVER, "--log-level", level, "pack_logged",
+                              "order_id=A-1"), cwd=ROOT, input="y\n", capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0
+    assert re.findall(r"\[(debug|info|warning)\] ", out.stderr) == shown

@@ -12,7 +12,7 @@ import pytest
 
 from examples import bookings
 from mrtr.cli._dev import try_line
-from tests.transports.conftest import cli_env, post_args, request, stop
+from tests.transports.conftest import call, cli_env, post_args, request, stop
 
 SERVER = '''\
 from mrtr import Server
@@ -87,3 +87,43 @@ def test_18_mrtr_dev_refuses_a_bad_target_in_one_line(tmp_path: Path) -> None:
                           cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
                           timeout=60, check=False)
     assert (done.returncode, done.stderr) == (2, "mrtr dev: no such file: nowhere/missing.py\n")
+
+
+BUGGY = '''\
+from mrtr import Server
+
+app = Server("devbug", version="1")
+
+
+@app.tool()
+def boom() -> str:
+    """Fail."""
+    return str({}["missing key"])
+'''
+
+
+@pytest.mark.slow
+def test_mrtr_dev_shows_the_exception_and_logs_each_request_issue27(tmp_path: Path) -> None:
+    source = tmp_path / "devbug_app.py"
+    source.write_text(BUGGY)
+    env = {**cli_env(), "XDG_STATE_HOME": str(tmp_path / "state")}
+    log = tmp_path / "log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mrtr.cli", "dev", str(source), "--port", "0"],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=sink, text=True)
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().split()[4].rstrip(";")
+        assert wait_for(lambda: tools(url) == {"boom"})
+        reply = httpx.post(url, timeout=5, **post_args(call("boom", id="dev-1"))).json()
+        assert reply["result"]["isError"] is True
+        assert reply["result"]["content"][0]["text"] == "Tool boom failed: KeyError: 'missing key'"
+        assert wait_for(lambda: "tools/call boom" in log.read_text())
+    finally:
+        stop(process)  # type: ignore[arg-type]
+        if process.stdout is not None:
+            process.stdout.close()
+    line = next(x for x in log.read_text().splitlines() if "tools/call boom" in x)
+    assert line.startswith("INFO mrtr.requests: tools/call boom: complete, isError (")
+    assert "[request=dev-1 flow=- round=1 principal=-]" in line

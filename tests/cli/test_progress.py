@@ -61,3 +61,17 @@ def test_ctrl_c_during_a_long_call_gives_the_cursor_back_issue18() -> None:
     term.press("ctrl-c")
     assert term.finish() == 130
     assert not term.term.cursor.hidden and "20% 1/5" in term.screen
+
+
+@pytest.mark.slow
+def test_a_tools_log_lines_and_progress_at_a_terminal_issue27() -> None:
+    term = Tty("call", "--stdio", SERVER, "pack_logged", "order_id=A-1")
+    term.wait_for("Pack order A-1?")
+    assert "[info] warehouse: packing order A-1" in term.screen
+    term.press("up", "enter")
+    assert term.finish() == 0
+    screen = term.screen
+    assert screen.count("[info] warehouse: packing order A-1") == 1  # not again in round 2
+    assert "[warning] the carrier is late today" in screen and "100% 2/2" in screen
+    assert "Packed A-1." in screen and "[debug]" not in screen
+    check_capture("logs", screen)

@@ -551,6 +551,8 @@ def test_journaled_answer_that_became_invalid_is_asked_again(client: WireClient)
 class Recorder:
     """A Settler that records the asks and answers them from `answers` (raw, by key)."""
 
+    caught_up = True  # never replaying an earlier round: notifications are sent
+
     def __init__(self, answers: dict[str, Any] | None = None) -> None:
         self.asks: list[Any] = []
         self.answers = answers or {}
@@ -804,7 +806,7 @@ def test_log_filters_by_level_and_names_the_logger_only_when_given() -> None:
     ctx, sent = notifying_context(log_level="notice")
 
     async def log() -> None:
-        for level in ("debug", "info", "notice", "warning", "emergency", "verbose"):
+        for level in ("debug", "info", "notice", "warning", "emergency"):
             await ctx.log(level, level)
         await ctx.log("error", {"x": 1}, logger="db")
 
@@ -816,6 +818,31 @@ def test_log_filters_by_level_and_names_the_logger_only_when_given() -> None:
     quiet, nothing = notifying_context()
     asyncio.run(quiet.log("emergency", "x"))
     assert nothing == []
+
+
+def test_an_unknown_log_level_is_a_mistake_not_a_silent_drop_issue27() -> None:
+    # `ctx.log("verbose", ...)` used to vanish; it raises, naming the levels, even when the
+    # client asked for no logs (so a test finds it).
+    for ctx, sent in (notifying_context(log_level="debug"), notifying_context()):
+        with pytest.raises(ValueError, match="unknown log level 'verbose': use one of debug"):
+            asyncio.run(ctx.log("verbose", "x"))
+        assert sent == []
+
+
+def test_short_forms_log_at_their_level_issue27() -> None:
+    ctx, sent = notifying_context(log_level="debug")
+
+    async def log() -> None:
+        await ctx.debug("d")
+        await ctx.info("i", logger="carrier")
+        await ctx.warning({"w": 1})
+        await ctx.error("e")
+
+    asyncio.run(log())
+    assert sent == [note("message", level="debug", data="d"),
+                    note("message", level="info", data="i", logger="carrier"),
+                    note("message", level="warning", data={"w": 1}),
+                    note("message", level="error", data="e")]
 
 
 def test_guard_style_view_of_the_request() -> None:

@@ -448,3 +448,42 @@ def test_server_text_json_cannot_carry_is_an_internal_error_for_any_method_issue
     with WireClient(server) as client:
         reply = client.send("server/discover")
     assert reply["error"] == {"code": -32603, "message": "Internal error"}
+
+
+buggy = Server("buggy")
+
+
+@buggy.tool()
+async def boom() -> str:
+    return str(1 // 0)
+
+
+@buggy.prompt()
+async def broken_prompt() -> str:
+    raise KeyError("no such template")
+
+
+def _call(dispatcher: Dispatcher, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {}}}}
+    reply = asyncio.run(dispatcher.handle_bytes(msgspec.json.encode(message), Peer()))
+    assert reply is not None
+    decoded: dict[str, Any] = msgspec.json.decode(reply.body)
+    return decoded
+
+
+def test_expose_errors_shows_a_bug_to_the_client_and_replace_keeps_it_issue27() -> None:
+    masked = Dispatcher(buggy)
+    dev = masked.replace(expose_errors=True)
+    assert not masked.expose_errors and dev.expose_errors and dev.replace().expose_errors
+    assert not dev.replace(expose_errors=False).expose_errors
+    tool = {"name": "boom", "arguments": {}}
+    assert _call(masked, "tools/call", tool)["result"]["content"][0]["text"] == (
+        "Tool boom failed.")
+    assert _call(dev, "tools/call", tool)["result"]["content"][0]["text"] == (
+        "Tool boom failed: ZeroDivisionError: integer division or modulo by zero")
+    prompt = {"name": "broken_prompt"}
+    assert _call(masked, "prompts/get", prompt)["error"]["message"] == "Internal error"
+    assert _call(dev, "prompts/get", prompt)["error"]["message"] == (
+        "Internal error: KeyError: 'no such template'")

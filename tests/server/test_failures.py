@@ -122,3 +122,32 @@ def test_the_log_line_names_the_request_and_the_reason_issue_20(
     assert caplog.messages == expected
     if isinstance(exc, RuntimeError):  # a bug: the traceback goes to the log
         assert all(r.exc_info and r.exc_info[1] is exc for r in caplog.records)
+
+
+# -- mrtr dev: exceptions shown to the developer's client (#27) ----------------------------------
+@pytest.mark.parametrize(("exc", "shown"), [
+    (RuntimeError(SECRET), f"RuntimeError: {SECRET}"),
+    (ZeroDivisionError(), "ZeroDivisionError"),
+    (ExceptionGroup("tasks", [KeyError("k")]), "ExceptionGroup: tasks (1 sub-exception)"),
+])
+def test_expose_adds_the_exception_to_a_server_bug_issue27(exc: Exception, shown: str) -> None:
+    result = tool_failure(exc, "boom", LOG, expose=True)
+    assert result.content == [TextContent(text=f"Tool boom failed: {shown}")]
+    error = wire_error(exc, WHAT, LOG, expose=True)
+    assert (error.code, error.message) == (-32603, f"Internal error: {shown}")
+
+
+@pytest.mark.parametrize(("exc", "text", "wire"), TABLE, ids=lambda v: type(v).__name__)
+def test_expose_changes_nothing_but_server_bugs_issue27(
+    exc: Exception, text: str | None, wire: tuple[int, str]
+) -> None:
+    if wire[1] != "Internal error":  # a message written for the client stays as it is
+        assert wire_error(exc, WHAT, LOG, expose=True).message == wire[1]
+    if text is not None and not text.startswith("Tool t failed"):
+        assert tool_failure(exc, "t", LOG, expose=True).content == [TextContent(text=text)]
+
+
+def test_expose_names_an_ask_outside_a_round_issue27() -> None:
+    error = wire_error(Suspend(), WHAT, LOG, expose=True)
+    assert error.message == ("Internal error: the handler asked for input, which this method "
+                             "may not")

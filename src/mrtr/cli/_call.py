@@ -25,6 +25,7 @@ from ._auth_args import add_auth_options, auth_from
 from ._call_args import check_sampler, check_url, is_url, no_more, parse_arguments
 from ._escape import escape, escape_json
 from ._forms_tui import StdConsole, TerminalSampler
+from ._render import LEVELS
 from ._screen import Screen
 from ._task_status import TaskStatusLine, run_interruptible
 
@@ -155,8 +156,12 @@ def _options(sub: argparse.ArgumentParser, *, rounds: bool) -> None:
                           "modern/legacy: skip the probe (default auto)")
     add_auth_options(sub)
     if not rounds:
-        sub.set_defaults(max_rounds=10, sampler=None, root=[])
+        sub.set_defaults(max_rounds=10, sampler=None, root=[], logs="off")
         return
+    # dest `logs`: `log_level` is this process's own logging level (mrtr.cli.main).
+    sub.add_argument("--log-level", dest="logs", choices=(*LEVELS, "off"), default="info",
+                     help="show the server's log messages at this level and above on stderr "
+                          "(default info; off: ask for none)")
     sub.add_argument("--max-rounds", type=int, default=10, metavar="N",
                      help="MRTR round cap (default 10)")
     sub.add_argument("--sampler", metavar="CMD",
@@ -294,8 +299,10 @@ def _client(args: argparse.Namespace, items: list[str], console: StdConsole) -> 
         roots=roots or None,
     )
     timeout = args.timeout if args.timeout > 0 else None
+    logs = args.logs != "off"
     return Client(transport, handlers=handlers, max_rounds=args.max_rounds, timeout=timeout,
-                  mode=args.mode)
+                  mode=args.mode, on_log=args.screen.log if logs else None,
+                  log_level=args.logs if logs else "info")
 
 
 def _headers(values: Sequence[str]) -> dict[str, str]:

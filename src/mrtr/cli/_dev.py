@@ -1,11 +1,16 @@
-"""`mrtr dev TARGET`: serve over HTTP with debug logging, restarting when a source file changes."""
+"""`mrtr dev TARGET`: serve over HTTP with debug logging, restarting when a source file changes.
+
+For development only, a handler's exception is sent to the client (`expose_errors`).
+"""
 
 # Design: uvicorn's reloader (watchfiles, from uvicorn[standard]) binds the socket in this process
 # and runs the app in a child that it restarts on every change, so the child builds the app by
 # name (`dev_app`) from environment variables set here, as `mrtr serve --workers` does. One key
 # (MRTR_STATE_KEYS, else the per-user key file, else one made for this run) and one store, the
 # one mrtr.serving._stores picks for that key, serve every restart: a form in progress survives
-# a reload.
+# a reload. The log is `mrtr serve`'s text format (the request line of every MCP request, with
+# its request, flow and round), and failures show their exception to the developer's client,
+# which production (`mrtr serve`) never does.
 from __future__ import annotations
 
 import argparse
@@ -39,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the `dev` subcommand."""
     dev = subparsers.add_parser(
         "dev", help="serve over HTTP for development: reload on file changes, debug logs",
-        description="Serve TARGET over Streamable HTTP with debug logging; the server restarts "
+        description="Serve TARGET over Streamable HTTP with debug logging (a line per MCP "
+        "request) and a failing handler's exception sent to the client; the server restarts "
         "when a .py file under the watched folders changes. Prints the URL and an `mrtr call` "
         "line to try.", epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     dev.add_argument("target", metavar="TARGET",
@@ -155,20 +161,24 @@ def try_line(endpoint: str, obj: object) -> str:
 
 def dev_app() -> object:
     """The uvicorn factory run in each (re)started child: everything comes from the env."""
+    import logging.config
+
     from mrtr.http import McpApp
     from mrtr.server import Dispatcher, Server, parse_keys
+    from mrtr.serving._logging import log_config
     from mrtr.serving._stores import with_store
     from mrtr.serving._target import KEYS_ENV, load_target, with_keys
     from mrtr.stores import ENV_STORE
 
     env = os.environ
-    logging.basicConfig(stream=sys.stderr, level=env.get(_LEVEL_ENV, "DEBUG"),
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.config.dictConfig(log_config(env.get(_LEVEL_ENV, "DEBUG").lower(), "text"))
     sys.path.insert(0, os.getcwd())
     obj = load_target(env[_TARGET_ENV])
     if isinstance(obj, Server | Dispatcher):
         dispatcher = with_keys(obj, parse_keys(env[KEYS_ENV]))
-        return McpApp(with_store(dispatcher, env.get(ENV_STORE) or None), path=env[_PATH_ENV])
+        dispatcher = with_store(dispatcher, env.get(ENV_STORE) or None)
+        return McpApp(dispatcher.replace(expose_errors=True), path=env[_PATH_ENV])
     if isinstance(obj, McpApp):
-        obj.dispatcher = with_store(obj.dispatcher, env.get(ENV_STORE) or None)
+        dispatcher = with_store(obj.dispatcher, env.get(ENV_STORE) or None)
+        obj.dispatcher = dispatcher.replace(expose_errors=True)
     return obj

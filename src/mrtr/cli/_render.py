@@ -1,8 +1,9 @@
-"""Plain-text rendering of results for `mrtr call` and friends (server text escaped)."""
+"""Plain-text rendering of results and log messages for `mrtr call` (server text escaped)."""
 
 from __future__ import annotations
 
 import json
+from typing import get_args
 
 import msgspec
 
@@ -12,6 +13,8 @@ from mrtr.protocol import (
     CallToolResult,
     EmbeddedResource,
     GetPromptResult,
+    LoggingLevel,
+    LoggingMessageNotificationParams,
     Prompt,
     ReadResourceResult,
     Resource,
@@ -24,7 +27,9 @@ from mrtr.protocol import (
 
 from ._escape import escape
 
-__all__ = ["render"]
+__all__ = ["LEVELS", "log_line", "render"]
+
+LEVELS: tuple[LoggingLevel, ...] = get_args(LoggingLevel)  # lowest first
 
 
 def render(result: object) -> str:
@@ -33,6 +38,15 @@ def render(result: object) -> str:
     Control and invisible format characters from the server are shown as escapes.
     """
     return escape(_text(result))
+
+
+def log_line(params: LoggingMessageNotificationParams) -> str:
+    """One server log message as one line: `[info] carrier: Booked` (data that is not text as
+    compact JSON; everything from the server escaped, newlines too)."""
+    data = params.data
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    source = f"{params.logger}: " if isinstance(params.logger, str) and params.logger else ""
+    return escape(f"[{params.level}] {source}{text}", newlines=False)
 
 
 def _text(result: object) -> str:

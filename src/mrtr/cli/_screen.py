@@ -4,7 +4,8 @@
 # the forms are prompt_toolkit's and long calls get a progress bar on stderr; with stdout on a
 # terminal, results are rich tables and panels. Anything piped, redirected or run by a script
 # keeps the plain line input and plain text (`--json` never changes). `TERM=dumb` asks for the
-# plain behaviour at a terminal too.
+# plain behaviour at a terminal too. The server's log messages are lines on stderr either way;
+# at a terminal they go through the bar's console, which prints them above a live bar.
 from __future__ import annotations
 
 import os
@@ -12,9 +13,10 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from mrtr.client import ProgressHandler
+from mrtr.protocol import LoggingMessageNotificationParams
 
 from ._forms_tui import StdConsole, TerminalForms
-from ._render import render
+from ._render import log_line, render
 
 if TYPE_CHECKING:
     from ._progress import ProgressBar
@@ -27,7 +29,7 @@ def _terminal(stream: TextIO) -> bool:
 
 
 class Screen:
-    """The forms, progress handler and result printer for one command."""
+    """The forms, progress and log handlers and result printer for one command."""
 
     def __init__(self, console: StdConsole, *, interactive: bool, rich_output: bool) -> None:
         self.console = console
@@ -51,6 +53,16 @@ class Screen:
     def progress(self) -> ProgressHandler | None:
         """The progress bar, or None (no progress token asked) when nobody watches."""
         return self.bar
+
+    def log(self, params: LoggingMessageNotificationParams) -> None:
+        """Show one of the server's log messages on stderr (a LogHandler)."""
+        line = log_line(params)
+        if self.bar is None:
+            self.console.write(line)
+            return
+        from rich.text import Text
+
+        self.bar.console.print(Text(line))  # above the live bar, if one is drawn
 
     def forms(self, *, server: str) -> TerminalForms:
         """prompt_toolkit forms at a terminal, else line input."""

@@ -66,10 +66,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="serve --workers N with --store none or memory: anyway (each "
                        "worker then keeps its own records and tasks)")
     serve.add_argument("--log-level", default="info",
-                       choices=["critical", "error", "warning", "info", "debug"])
+                       choices=["critical", "error", "warning", "info", "debug"],
+                       help="info (the default) and debug write one line per MCP request "
+                       "(logger mrtr.requests): method, target, outcome, round, duration")
     serve.add_argument("--log-format", default="text", choices=["text", "json"],
                        help="json: one JSON object per line with request_id, flow_id, round "
-                       "and a principal digest, for log shippers (default text)")
+                       "and a principal digest (and the request line's method, target, "
+                       "outcome, duration_ms), for log shippers (default text)")
     serve.add_argument("--access-log", action="store_true",
                        help="also log one line per HTTP request (uvicorn's access log)")
     serve.add_argument("--ask-timeout", type=float, default=600.0, metavar="SECONDS",

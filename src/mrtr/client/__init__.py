@@ -27,7 +27,7 @@ from mrtr.client._handlers import (
     SamplingHandler,
 )
 from mrtr.client._limits import ClientLimits
-from mrtr.client._requests import ProgressHandler
+from mrtr.client._requests import LogHandler, ProgressHandler
 from mrtr.client._session import VersionRefused
 from mrtr.client._stepping import ManualFlow
 from mrtr.client._tasks import Tasks
@@ -61,6 +61,7 @@ __all__ = [
     "HTTPTransport",
     "InputRefused",
     "ListTooLong",
+    "LogHandler",
     "ManualFlow",
     "MessageSink",
     "Mode",

@@ -43,6 +43,7 @@ from mrtr.protocol import (
     ListResourceTemplatesResult,
     ListToolsRequest,
     ListToolsResult,
+    LoggingLevel,
     PaginatedRequestParams,
     Prompt,
     PromptReference,
@@ -65,7 +66,7 @@ from ._handlers import Handlers, fulfil
 from ._limits import ClientLimits
 from ._paging import Page, walk
 from ._requester import Requester
-from ._requests import ListRequest, ProgressHandler, default_client_info
+from ._requests import ListRequest, LogHandler, ProgressHandler, default_client_info
 from ._stepping import ManualFlow
 from ._tasks import TaskObserver, Tasks, TaskState, abandon_on_exit, send_cancel
 from ._telemetry import ClientTelemetry
@@ -89,6 +90,8 @@ class Client:
     handlers included (raises TimeoutError); `limits` caps pages and input requests.
     `mode`: "auto" probes once for 2026-07-28 or `initialize` (2025); see docs/client.md.
     `declare_tasks=False` stops declaring the tasks extension (`client.tasks`, docs/client.md).
+    `on_log` receives the server's log messages at `log_level` and above (asked in each
+    request's `_meta`, or with `logging/setLevel` from a 2025 server); without it, none are sent.
     """
 
     def __init__(
@@ -104,6 +107,8 @@ class Client:
         clock: Callable[[], float] = time.monotonic,
         mode: Mode = "auto",
         declare_tasks: bool = True,
+        on_log: LogHandler | None = None,
+        log_level: LoggingLevel = "info",
     ) -> None:
         self.transport = transport_for(transport)
         self.handlers = handlers or Handlers()
@@ -113,7 +118,10 @@ class Client:
         self.limits = limits or ClientLimits()
         self.client_info = client_info or default_client_info()
         self.protocol_version = SUPPORTED_VERSIONS[0]
-        self.era = Era(self.transport, mode, handlers=self.handlers, client_info=self.client_info)
+        self.on_log = on_log
+        self.log_level: LoggingLevel = log_level
+        self.era = Era(self.transport, mode, handlers=self.handlers, client_info=self.client_info,
+                       log_level=log_level if on_log is not None else None)
         self.declare_tasks = declare_tasks
         self._wire = Requester(self, clock)
         self.tasks = Tasks(self, self._wire)

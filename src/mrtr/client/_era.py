@@ -31,6 +31,7 @@ from mrtr.protocol import (
     Implementation,
     JSONRPCErrorResponse,
     JSONRPCResultResponse,
+    LoggingLevel,
     RequestParams,
     ServerCapabilities,
     decode_server_message,
@@ -77,6 +78,7 @@ class Era:
         handlers: Handlers,
         client_info: Implementation,
         probe_timeout: float = PROBE_TIMEOUT,
+        log_level: LoggingLevel | None = None,
     ) -> None:
         if mode not in ("auto", "modern", "legacy"):
             raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
@@ -85,6 +87,7 @@ class Era:
         self.handlers = handlers
         self.client_info = client_info
         self.probe_timeout = probe_timeout
+        self.log_level = log_level  # a 2025 session asks for it with logging/setLevel
         self.session: Session | None = None
         # What the probe's DiscoverResult said (None: no probe, or it was answered by an error).
         self.capabilities: ServerCapabilities | None = None
@@ -132,7 +135,8 @@ class Era:
                 self._known = True
                 self.capabilities = _capabilities(reply)
                 return reply if probe is request else None
-        session = Session(self.transport, handlers=self.handlers, client_info=self.client_info)
+        session = Session(self.transport, handlers=self.handlers, client_info=self.client_info,
+                          log_level=self.log_level)
         await session.open()
         self.session, self._known = session, True
         return None

@@ -41,6 +41,7 @@ from mrtr.protocol import (
     Implementation,
     JSONRPCErrorResponse,
     JSONRPCResultResponse,
+    LoggingLevel,
     ProgressToken,
     RequestMeta,
     ServerCapabilities,
@@ -56,7 +57,15 @@ from ._era import Era
 from ._errors import UnexpectedResult
 from ._handlers import Handlers
 from ._limits import ClientLimits
-from ._requests import ProgressHandler, Request, decode_reply, progress_sink, request_headers
+from ._requests import (
+    LogHandler,
+    LogRoute,
+    ProgressHandler,
+    Request,
+    decode_reply,
+    notification_sink,
+    request_headers,
+)
 from ._steps import FlowRequest, TaskRequest
 from ._tools import ToolIndex
 from .transports._base import Transport
@@ -78,6 +87,8 @@ class Settings(Protocol):
     timeout: float | None
     era: Era
     limits: ClientLimits
+    on_log: LogHandler | None
+    log_level: LoggingLevel
 
     async def list_tools(self, *, refresh: bool = False) -> list[Tool]: ...
 
@@ -101,6 +112,7 @@ class Requester:
         self._ids = itertools.count(1)
         self._tokens = itertools.count(1)
         self._server: ServerCapabilities | None = None  # from the last DiscoverResult seen
+        self._logs: LogRoute | None = None
 
     def next_id(self) -> int:
         """A request id never used by this Client."""
@@ -116,7 +128,17 @@ class Requester:
             client_capabilities=with_tasks(caps) if s.declare_tasks else caps,
             client_info=s.client_info,
             progress_token=token,
+            log_level=s.log_level if s.on_log is not None else UNSET,  # no handler: no logs
         )
+
+    def log_route(self) -> LogRoute | None:
+        """Where this Client's log messages go: its `on_log` (read at every request)."""
+        handler = self.settings.on_log
+        if handler is None:
+            return None
+        if self._logs is None or self._logs.handler is not handler:
+            self._logs = LogRoute(handler)
+        return self._logs
 
     async def bounded(self, work: Awaitable[ResultT]) -> ResultT:
         """Await `work` within the Client `timeout` (raises TimeoutError)."""
@@ -194,7 +216,7 @@ class Requester:
         era = self.settings.era
         for attempt in (1, 2):
             headers = await self._headers(request)
-            sink = progress_sink(request, progress)
+            sink = notification_sink(request, progress, self.log_route())
             raw = await era.request(request, headers=headers, notify=sink)
             message = decode_reply(raw, request.method)
             if isinstance(message, JSONRPCResultResponse):

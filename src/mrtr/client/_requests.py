@@ -1,4 +1,4 @@
-"""One request's wire details: the `Mcp-*` headers, reply decoding, progress routing."""
+"""One request's wire details: the `Mcp-*` headers, reply decoding, notification routing."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from mrtr.protocol import (
     ListResourcesRequest,
     ListResourceTemplatesRequest,
     ListToolsRequest,
+    LoggingMessageNotification,
+    LoggingMessageNotificationParams,
     ProgressNotification,
     ReadResourceRequest,
     UpdateTaskRequest,
@@ -35,10 +37,12 @@ from .transports._base import MessageSink
 __all__ = [
     "default_client_info",
     "ListRequest",
+    "LogHandler",
+    "LogRoute",
     "ProgressHandler",
     "Request",
     "decode_reply",
-    "progress_sink",
+    "notification_sink",
     "request_headers",
 ]
 
@@ -64,6 +68,34 @@ class ProgressHandler(Protocol):
 
     def __call__(self, progress: float, total: float | None, message: str | None, /) -> None: ...
 
+
+class LogHandler(Protocol):
+    """Receives the server's log messages (`notifications/message`): `params.level`,
+    `params.data` (any JSON, usually text) and `params.logger` (may be UNSET)."""
+
+    def __call__(self, params: LoggingMessageNotificationParams, /) -> None: ...
+
+
+class LogRoute:
+    """A Client's LogHandler, called once per log message however many sinks see it.
+
+    Over stdio a message without a request id reaches the sink of every request in flight
+    (the same bytes object): only the first passes. A failing handler is logged, never raised
+    into the transport that delivered the message.
+    """
+
+    def __init__(self, handler: LogHandler) -> None:
+        self.handler = handler
+        self._last: bytes | None = None
+
+    def __call__(self, message: bytes, params: LoggingMessageNotificationParams) -> None:
+        if message is self._last:
+            return
+        self._last = message
+        try:
+            self.handler(params)
+        except Exception:
+            log.exception("the log handler failed")
 
 
 def request_headers(request: Request, header_map: Mapping[str, str]) -> dict[str, str]:
@@ -93,22 +125,29 @@ def decode_reply(raw: bytes, method: str) -> object:
         raise UnexpectedResult(f"invalid reply to {method}: {exc.message}") from None
 
 
-def progress_sink(request: Request, progress: ProgressHandler | None) -> MessageSink:
-    """A sink passing this request's `notifications/progress` to `progress`."""
+def notification_sink(request: Request, progress: ProgressHandler | None,
+                      logs: LogRoute | None = None) -> MessageSink:
+    """A sink passing this request's `notifications/progress` to `progress` and the server's
+    `notifications/message` to `logs`."""
     token = request.params.meta.progress_token
+    if token is UNSET:
+        progress = None
 
     def sink(message: bytes) -> None:
-        if progress is None or token is UNSET:
+        if progress is None and logs is None:
             return
         try:
             note = decode_server_message(message, request.method)
         except ProtocolError:
             log.debug("ignoring a malformed notification")
             return
-        if isinstance(note, ProgressNotification) and note.params.progress_token == token:
-            p = note.params
-            progress(p.progress, None if p.total is UNSET else p.total,
-                     None if p.message is UNSET else p.message)
+        if isinstance(note, ProgressNotification):
+            if progress is not None and note.params.progress_token == token:
+                p = note.params
+                progress(p.progress, None if p.total is UNSET else p.total,
+                         None if p.message is UNSET else p.message)
+        elif isinstance(note, LoggingMessageNotification) and logs is not None:
+            logs(message, note.params)
 
     return sink
 

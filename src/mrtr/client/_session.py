@@ -7,7 +7,9 @@
 # on a request's stream or on the listen stream; each is answered once (stdio may deliver it to
 # several sinks) by `fulfil` with the Client's handlers, exactly as MRTR input requests are, so
 # a handler written for one era serves the other. A result has no `resultType` (absent means
-# complete), so replies decode into the same public result types.
+# complete), so replies decode into the same public result types. A Client with a log handler
+# asks for its level once, with `logging/setLevel` after the handshake (2025 servers keep it per
+# session), where a 2026-07-28 request carries it in `_meta`.
 from __future__ import annotations
 
 import asyncio
@@ -35,7 +37,10 @@ from mrtr.protocol import (
     JSONRPCErrorResponse,
     JSONRPCResultResponse,
     ListRootsRequest,
+    LoggingLevel,
     RequestId,
+    SetLevelRequest,
+    SetLevelRequestParams,
     Wire,
     decode,
     encode_error,
@@ -80,7 +85,8 @@ _INPUT_METHODS = frozenset({"elicitation/create", "sampling/createMessage", "roo
 class Session:
     """One initialized connection over `transport`; `open` before `request`, `close` after.
 
-    `handlers` answer the server's requests and decide the capabilities declared.
+    `handlers` answer the server's requests and decide the capabilities declared;
+    `log_level` is asked for with `logging/setLevel` when the server offers logging.
     """
 
     def __init__(
@@ -90,11 +96,13 @@ class Session:
         handlers: Handlers,
         client_info: Implementation,
         version: str = NEGOTIABLE_VERSIONS[0],
+        log_level: LoggingLevel | None = None,
     ) -> None:
         self.transport = transport
         self.handlers = handlers
         self.client_info = client_info
         self.requested_version = version
+        self.log_level = log_level
         self.protocol_version: str | None = None
         self.result: InitializeResult | None = None
         self._ids = itertools.count(1)
@@ -127,6 +135,8 @@ class Session:
         self.protocol_version = result.protocol_version
         note = InitializedNotification()
         await self._send(encode_message(note))
+        if self.log_level is not None and result.capabilities.logging is not UNSET:
+            await self._set_level(self.log_level)
         if (self._listener is None or self._listener.done()) and _has_session_io(self.transport):
             self._listener = asyncio.create_task(self._listen(self.transport))
 
@@ -152,6 +162,19 @@ class Session:
                 continue
             return raw
         raise AssertionError("unreachable")
+
+    async def _set_level(self, level: LoggingLevel) -> None:
+        """`logging/setLevel`; a refusal is logged (the session still works, without logs)."""
+        request = SetLevelRequest(id=f"set-level-{next(self._ids)}",
+                                  params=SetLevelRequestParams(level=level))
+        raw = await self.transport.request(
+            encode_message(request), request_id=request.id, headers=self.headers(),
+            notify=self.sink(None))
+        try:
+            error = msgspec.json.decode(raw, type=JSONRPCErrorResponse)
+        except (msgspec.DecodeError, RecursionError):
+            return  # a result (`{}`), or nothing we could read: nothing to do either way
+        log.info("the server refused logging/setLevel %s: %s", level, error.error.message)
 
     async def close(self) -> None:
         """Stop listening and answering (the transport's `aclose` ends the session)."""

@@ -121,7 +121,10 @@ class AskSpec(msgspec.Struct, frozen=True):  # a Struct: built per ask, so cheap
 
 
 class Settler(Protocol):
-    """What an Ask settles through: the round running the handler."""
+    """What an Ask settles through: the round running the handler (`caught_up`: False while
+    the handler replays what ran before the last round suspended)."""
+
+    caught_up: bool
 
     def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any]:
         """The asks' values; raises Suspend when any of them must be asked first."""

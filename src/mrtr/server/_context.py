@@ -20,10 +20,6 @@ from mrtr.protocol import (
     CreateMessageRequestParams,
     CreateMessageResult,
     Implementation,
-    LoggingMessageNotification,
-    LoggingMessageNotificationParams,
-    ProgressNotification,
-    ProgressNotificationParams,
     RequestMeta,
     Root,
     SamplingMessage,
@@ -55,6 +51,7 @@ from mrtr.server._forms import Confirmation, FormInvalid, render_form, validate_
 from mrtr.server._journal import FlowState
 from mrtr.server._once import declared_type, restore, run_kept
 from mrtr.server._peer import Notifier, Peer, Principal
+from mrtr.server._reporting import Reporting
 
 if TYPE_CHECKING:
     from mrtr.server._ledger import Ledger
@@ -65,12 +62,14 @@ __all__ = ["Context", "StartTask", "TaskHooks"]
 F = TypeVar("F")  # a Form, dataclass, TypedDict or Struct: render_form checks
 T = TypeVar("T")
 
-_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 _ACCEPTED: dict[str, JSON] = {"action": "accept"}
 
 
-class Context:
-    """The request a handler serves: metadata, the caller, asks, once, progress and logging."""
+class Context(Reporting):
+    """The request a handler serves: metadata, the caller, asks, once, progress and logging.
+
+    Progress and log messages (`report_progress`, `log`, `info`, …) come from Reporting.
+    """
 
     def __init__(
         self,
@@ -91,6 +90,7 @@ class Context:
         self._flow = flow
         self._responses = input_responses
         self.asker = Asker(settler)  # every ask this run made; the round reports the dropped ones
+        self._settler = settler
         self._sink = sink
         self._ledger = ledger  # with a store: once runs once per flow across processes
         self._flow_deadline = flow_deadline  # with a ledger: fixes the flow id and deadline
@@ -161,6 +161,7 @@ class Context:
         checks the rest itself.
         """
         asked = self._flow.pending
+        self._settler.caught_up = True  # guard style: reading the answers is the new part
         return {k: v for k, v in self._responses.items() if k in asked}
 
     @property
@@ -332,47 +333,6 @@ class Context:
                 found = await run_kept(fn, declared)
             onces[key] = msgspec.to_builtins(found)
         return restore(key, onces[key], declared)  # type: ignore[return-value]
-
-    # -- progress and logging ------------------------------------------------------------------
-    async def report_progress(
-        self, progress: float, total: float | None = None, message: str | None = None
-    ) -> None:
-        """Send notifications/progress if the request carried a progressToken (else no-op).
-
-        Inside a task, updates the task's `statusMessage` instead (`message`, or "progress/total").
-        """
-        if self.task_hooks is not None and self.task_id is not None:
-            shown = f"{progress:g}/{total:g}" if total is not None else f"{progress:g}"
-            await self.task_hooks.status(message if message is not None else shown)
-            return
-        token = self.meta.progress_token
-        if token is UNSET or self._sink is None:
-            return
-        if self._progress_last is not None and progress <= self._progress_last:
-            return  # the spec: progress MUST increase
-        self._progress_last = progress
-        params = ProgressNotificationParams(
-            progress_token=token,
-            progress=progress,
-            total=UNSET if total is None else total,
-            message=UNSET if message is None else message,
-        )
-        await self._sink(ProgressNotification(params=params))
-
-    async def log(self, level: str, data: JSON, *, logger: str | None = None) -> None:
-        """Send notifications/message at `level`, only when the request set a logLevel."""
-        wanted = self.meta.log_level
-        if wanted is UNSET or self._sink is None or level not in _LEVELS:
-            return
-        if _LEVELS.index(level) < _LEVELS.index(str(wanted)):
-            return
-        params = LoggingMessageNotificationParams(
-            level=level,  # type: ignore[arg-type]
-            data=data,
-            logger=UNSET if logger is None else logger,
-        )
-        await self._sink(LoggingMessageNotification(params=params))
-
 
 
 def _elicit_misspelt(form: object, other: Mapping[str, object]) -> str:

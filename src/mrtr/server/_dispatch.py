@@ -42,6 +42,7 @@ from mrtr.server._peer import Notifier, Peer
 from mrtr.server._probe import Probe
 from mrtr.server._registry import Server
 from mrtr.server._reply import Reply
+from mrtr.server._request_log import RequestLog
 from mrtr.server._rounds import RoundEngine
 from mrtr.server._runs import Runner, invoke_tool
 from mrtr.server._sealing import Sealer
@@ -98,12 +99,18 @@ class Dispatcher:
         lease: float = 30.0,
         on_unawaited_ask: Callable[[str], None] | None = None,
         idempotency: IdempotencyPolicy | None = _KEYS,
+        expose_errors: bool = False,
     ) -> None:
         """`store` defaults to a MemoryStore of this Dispatcher's own (exactly-once in this
-        process); None turns exactly-once off (a replayed round runs again)."""
+        process); None turns exactly-once off (a replayed round runs again).
+        `expose_errors=True` (what `mrtr dev` sets) sends a handler's exception to the client
+        instead of the frozen "Tool X failed." or -32603 text: for development only."""
         self.server = server
         self.max_rounds = max_rounds
         self.log = logger or logging.getLogger("mrtr.server")
+        # One `info` line per request on `mrtr.requests` (docs/operations.md), when enabled.
+        self.request_log = RequestLog()
+        self.expose_errors = expose_errors
         # Design: an ephemeral key is the explicit single-process default; `mrtr serve` and
         # multi-replica deployments pass a Sealer built from the shared key ring.
         self.sealer = sealer if sealer is not None else Sealer.ephemeral(audience=server.name)
@@ -134,11 +141,12 @@ class Dispatcher:
         engine = RoundEngine(self.sealer, max_rounds=max_rounds, ledger=ledger,
                              on_unawaited=on_unawaited_ask or self.log.warning)
         self._lister = Lister(server, meta)
-        self._runner = Runner(server, engine, meta, self.log)
+        self._runner = Runner(server, engine, meta, self.log, expose_errors=expose_errors)
         # Tasks live in the store (any replica answers); without one, in this process only.
         book = TaskBook(store if store is not None else MemoryStore(),
                         tasks if tasks is not None else server.tasks)
         self.tasks = TaskRunner(server, engine, book, meta, self.log, invoke_tool)
+        self.tasks.expose_errors = expose_errors
         self._runner.tasks = self.tasks
         # `idempotencyKey` on tools/call, with a store only (_idempotency.py, docs/deploy.md);
         # None: keys are ignored and `tools.idempotency` is not declared.
@@ -165,14 +173,17 @@ class Dispatcher:
         }
 
     def replace(self, *, sealer: Sealer | None = None,
-                store: Store | None | Literal[_Default.KEEP] = _Default.KEEP) -> Dispatcher:
-        """A Dispatcher like this one with another `sealer` and/or `store` (None: no store)."""
+                store: Store | None | Literal[_Default.KEEP] = _Default.KEEP,
+                expose_errors: bool | None = None) -> Dispatcher:
+        """A Dispatcher like this one with another `sealer`, `store` (None: no store) and/or
+        `expose_errors`."""
         chosen: Store | None | Literal[_Default.OWN] = store if store is not _Default.KEEP else (
             self.store if self.store_given else _Default.OWN)
+        expose = self.expose_errors if expose_errors is None else expose_errors
         return Dispatcher(self.server, sealer=sealer if sealer is not None else self.sealer,
                           max_rounds=self.max_rounds, logger=self.log, store=chosen,
                           tasks=self._tasks, telemetry=self.telemetry, lease=self.lease,
-                          on_unawaited_ask=self.on_unawaited_ask,
+                          on_unawaited_ask=self.on_unawaited_ask, expose_errors=expose,
                           idempotency=self.idempotency_policy)
 
     # -- transport-facing ----------------------------------------------------------------------
@@ -205,6 +216,7 @@ class Dispatcher:
         # The Probe names the request in log lines and telemetry (docs/operations.md).
         probe = Probe(request.id, request.method, _target(request), peer.principal)
         probe.enter()
+        started = self.request_log.start()  # None: `mrtr.requests` is off, nothing is timed
         reply: Reply | None = None
         try:
             if self._traced:
@@ -223,10 +235,14 @@ class Dispatcher:
             if self._traced and (probe.span is not None or probe.started):
                 self.telemetry.end(probe, reply.result if reply else None,
                                    reply.error if reply else None)
+            if started is not None:
+                self.request_log.write(probe, started, reply.result if reply else None,
+                                    reply.error if reply else None)
             probe.leave()
 
     def _failed(self, request: Message, exc: BaseException) -> Reply:
-        return failed_reply(request.id, exc, _describe(request), self.log)
+        return failed_reply(request.id, exc, _describe(request), self.log,
+                            expose=self.expose_errors)
 
     async def handle_bytes(
         self,

@@ -19,6 +19,8 @@ return; tests/server/test_failures.py checks that they build none of it themselv
 #   prompts and resources, e.g. missing arguments). Never -32603: the server did not fail.
 #   ToolError is the tool author's message for the model: sent in a tool, frozen elsewhere.
 # - Anything else is a server bug: a frozen text or -32603 "Internal error", the reason logged.
+#   Under `mrtr dev` (Dispatcher `expose_errors=True`) the exception's type and message are
+#   added for the developer; never in production, where they may carry paths or secrets.
 # A 2025 session gets the same errors, except where its revision has its own answer (`legacy_*`).
 # HTTP: a refusal before the body is read (Host/Origin, path, method, media type, size, headers,
 # authentication) is a JSON-RPC -32600 body without an id; its status and headers come from here.
@@ -69,10 +71,12 @@ _REFUSALS = (Declined, ArgumentsInvalid)  # the client's doing: the message is s
 
 
 # -- a handler's failure (both eras) ---------------------------------------------------------------
-def tool_failure(exc: Exception, name: str, log: logging.Logger) -> CallToolResult:
+def tool_failure(exc: Exception, name: str, log: logging.Logger, *,
+                 expose: bool = False) -> CallToolResult:
     """The `isError` result for `exc` raised by tool `name`.
 
     Re-raises a ProtocolError: it is a wire error even from a tool (see `wire_error`).
+    `expose` (`mrtr dev` only) adds a server bug's exception to the frozen text.
     """
     if isinstance(exc, ProtocolError):
         raise exc
@@ -82,11 +86,15 @@ def tool_failure(exc: Exception, name: str, log: logging.Logger) -> CallToolResu
     if isinstance(exc, ToolError):
         return tool_error(str(exc))
     log.error("tool %s failed", name, exc_info=exc)
-    return tool_error(f"Tool {name} failed.")
+    return tool_error(f"Tool {name} failed" + (f": {_exposed(exc)}" if expose else "."))
 
 
-def wire_error(exc: BaseException, what: str, log: logging.Logger) -> ProtocolError:
-    """The JSON-RPC error for `exc`, raised while serving `what` (the method and its target)."""
+def wire_error(exc: BaseException, what: str, log: logging.Logger, *,
+               expose: bool = False) -> ProtocolError:
+    """The JSON-RPC error for `exc`, raised while serving `what` (the method and its target).
+
+    `expose` (`mrtr dev` only) adds a server bug's exception to the -32603 message.
+    """
     if isinstance(exc, ProtocolError):
         log.info("%s: %r", what, exc)
         return exc
@@ -97,15 +105,25 @@ def wire_error(exc: BaseException, what: str, log: logging.Logger) -> ProtocolEr
         # Only the round engine turns an unanswered ask into InputRequiredResult; a handler of
         # any other method (completion) that asks is a server bug (spec: basic/patterns/mrtr).
         log.error("%s: the handler asked for input, which this method may not", what)
-        return InternalError()
+        return InternalError("Internal error: the handler asked for input, which "
+                             "this method may not" if expose else None)
     log.error("%s failed", what, exc_info=exc)
-    return InternalError()
+    return InternalError(f"Internal error: {_exposed(exc)}" if expose else None)
+
+
+def _exposed(exc: BaseException) -> str:
+    """A server bug as `mrtr dev` shows it to the client: `ZeroDivisionError: division by zero`.
+
+    Never in production (`mrtr serve`): the text may carry paths, queries or secrets.
+    """
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def failed_reply(request_id: RequestId, exc: BaseException, what: str,
-                 log: logging.Logger) -> Reply:
+                 log: logging.Logger, *, expose: bool = False) -> Reply:
     """The error Reply for `exc` raised while serving request `request_id` (`what`)."""
-    error = wire_error(exc, what, log)
+    error = wire_error(exc, what, log, expose=expose)
     try:
         return Reply(request_id, error=error)
     except (TypeError, ValueError) as bad:  # a handler's ProtocolError JSON cannot carry
@@ -113,9 +131,10 @@ def failed_reply(request_id: RequestId, exc: BaseException, what: str,
         return Reply(request_id, error=InternalError())
 
 
-def task_error(exc: BaseException, what: str, log: logging.Logger) -> JSONObject:
+def task_error(exc: BaseException, what: str, log: logging.Logger, *,
+               expose: bool = False) -> JSONObject:
     """The JSON-RPC error object a failed task's record keeps (`tasks/get` shows it)."""
-    wire: JSONObject = msgspec.to_builtins(wire_error(exc, what, log).to_wire())
+    wire: JSONObject = msgspec.to_builtins(wire_error(exc, what, log, expose=expose).to_wire())
     return wire
 
 

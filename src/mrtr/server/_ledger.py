@@ -51,6 +51,7 @@ import msgspec
 
 from mrtr.errors import InvalidRequestState, OutcomePending
 from mrtr.protocol import CreateTaskResult, InputRequiredResult, resolve_contents
+from mrtr.server._probe import note_store_hit
 from mrtr.server._sealing import digest_arguments
 from mrtr.stores import Claim, ClaimStatus, Store, StoreUnavailable
 
@@ -104,6 +105,7 @@ class Ledger:
         digest = digest_arguments(msgspec.to_builtins(responses))
         claim = await self._claim(key, deadline)
         if claim.status is ClaimStatus.DONE:
+            note_store_hit()  # the request line (and telemetry) say the round was replayed
             return self._replay(claim.outcome or b"", digest, kind)
         result: R | InputRequiredResult = await self._guarded(key, run)
         tag = (_INPUT if isinstance(result, InputRequiredResult)

@@ -144,7 +144,7 @@ class Round:
     """One request of a flow: settles the handler's asks, then finishes or suspends."""
 
     __slots__ = ("_answered", "_bind", "_capabilities", "_deadline", "_engine", "_responses",
-                 "_sent", "_shapes", "asked", "flow")
+                 "_sent", "_shapes", "asked", "caught_up", "flow")
 
     def __init__(
         self,
@@ -163,6 +163,9 @@ class Round:
         self._answered = False  # an answer was journaled this round
         self.asked: dict[str, InputRequest] = {}  # what this round sends
         self._sent: dict[str, str] = {}  # and the shapes of those asks
+        # Until the handler reaches an ask the last round sent, it replays code that ran then:
+        # its log and progress notifications were sent already (_reporting.py).
+        self.caught_up = not flow.pending
 
     def context(
         self,
@@ -234,6 +237,8 @@ class Round:
 
     def _resolve(self, ask: Ask[Any]) -> Any:
         key, shape, flow = ask.key, ask.spec.shape, self.flow
+        if key in flow.pending:
+            self.caught_up = True
         if key not in self._shapes:
             self._shapes[key] = shape
         elif self._shapes[key] != shape:

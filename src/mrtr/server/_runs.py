@@ -45,12 +45,14 @@ class Runner:
     """Runs handlers for one Server through one RoundEngine."""
 
     def __init__(
-        self, server: Server, engine: RoundEngine, meta: dict[str, Any], log: logging.Logger
+        self, server: Server, engine: RoundEngine, meta: dict[str, Any], log: logging.Logger,
+        *, expose_errors: bool = False,
     ) -> None:
         self._server = server
         self._engine = engine
         self._meta = meta
         self._log = log
+        self._expose = expose_errors  # `mrtr dev`: a tool's bug is shown to the client
         self.tasks: TaskRunner | None = None  # set by the Dispatcher: runs task tools
 
     def bare_context(self, request: Any, peer: Peer) -> Context:
@@ -124,7 +126,7 @@ class Runner:
         try:
             out = await round_.run(invoke, ctx)
         except Exception as exc:
-            out = tool_failure(exc, params.name, self._log)  # a ProtocolError is re-raised
+            out = self._failure(exc, params.name)  # a ProtocolError is re-raised
         return self._tool_outcome(entry, out)
 
     async def _call_task_tool(
@@ -141,8 +143,7 @@ class Runner:
                 try:
                     entry.convert(arguments)  # bad arguments fail now, not inside the task
                 except Exception as exc:
-                    return self._tool_outcome(entry, tool_failure(exc, entry.tool.name,
-                                                                   self._log))
+                    return self._tool_outcome(entry, self._failure(exc, entry.tool.name))
             return await tasks.create(entry, meta, arguments, peer, round_.flow)
         ctx.task_hooks = PreTask()
 
@@ -161,8 +162,11 @@ class Runner:
         try:
             out = await run
         except Exception as exc:
-            out = tool_failure(exc, entry.tool.name, self._log)  # a ProtocolError is re-raised
+            out = self._failure(exc, entry.tool.name)  # a ProtocolError is re-raised
         return self._tool_outcome(entry, out)
+
+    def _failure(self, exc: Exception, name: str) -> CallToolResult:
+        return tool_failure(exc, name, self._log, expose=self._expose)
 
     def _tool_outcome(self, entry: ToolEntry, out: Any) -> CallToolResult | InputRequiredResult:
         if isinstance(out, InputRequiredResult):

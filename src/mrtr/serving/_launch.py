@@ -14,6 +14,7 @@ The server core never imports the process runner (docs/architecture.md): `mrtr.S
 from __future__ import annotations
 
 import logging
+import logging.config
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,7 @@ from typing import Literal
 from mrtr.http._app import Authenticator, McpApp
 from mrtr.server import Server, parse_keys
 from mrtr.serving._keyfile import default_key_file
+from mrtr.serving._logging import log_config
 from mrtr.serving._stores import app_store
 from mrtr.serving._target import KEYS_ENV, with_keys
 
@@ -75,8 +77,8 @@ def run(
 
     if transport not in ("stdio", "http"):
         raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
-    logging.basicConfig(stream=sys.stderr, level=log_level.upper(),
-                        format="%(levelname)s %(name)s: %(message)s")
+    if not logging.getLogger().handlers:  # as basicConfig: a logging setup of yours stays
+        logging.config.dictConfig(log_config(log_level))  # mrtr serve's text lines
     ephemeral = os.environ.get(EPHEMERAL_ENV, "") not in ("", "0")
     target = locate(server) if workers > 1 else server.name
     stdout = sys.stdout

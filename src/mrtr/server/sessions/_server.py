@@ -29,7 +29,6 @@ from mrtr.errors import (
     InvalidRequest,
     MethodNotFound,
     ProtocolError,
-    ResourceNotFound,
 )
 from mrtr.protocol import (
     LEGACY_VERSIONS,
@@ -53,12 +52,12 @@ from mrtr.server._failures import ask_failed, error_reply, too_many_rounds
 from mrtr.server._peer import Peer
 from mrtr.server.sessions._answers import AnswerChannel
 from mrtr.server.sessions._era import legacy_reply, modern, result_body
+from mrtr.server.sessions._local import local_methods
 from mrtr.server.sessions._session import Outbound, Session, SessionInfo
 from mrtr.server.sessions._table import SessionLimits, Sessions
 
 __all__ = ["SessionServer"]
 
-_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 # Methods whose handlers may ask: HTTP answers them on an SSE stream.
 STREAMED = frozenset(m for m, spec in METHODS.items() if spec.may_input_required)
 
@@ -101,12 +100,7 @@ class SessionServer:
         self.sessions = Sessions(sealer, ttl=session_ttl, limits=limits, store=dispatcher.store,
                                  logger=self.log)
         self.answers = AnswerChannel(dispatcher.store, ttl=ask_timeout, logger=self.log)
-        self._local: dict[str, Callable[[Session, JSONObject], JSONObject]] = {
-            "ping": _ping,
-            "logging/setLevel": _set_level,
-            "resources/subscribe": self._subscribe,
-            "resources/unsubscribe": _unsubscribe,
-        }
+        self._local = local_methods(dispatcher.server)
 
     # -- handshake ---------------------------------------------------------------------------------
     def initialize(self, message: JSONObject, peer: Peer, *,
@@ -132,8 +126,11 @@ class SessionServer:
             capabilities=capabilities if isinstance(capabilities, dict) else {},
             client_info=client_info if isinstance(client_info, dict) else None,
         )
+        started = self.dispatcher.request_log.start()
         session = self.sessions.open(info, peer.principal, address=address)
-        return session, result_body(request_id, self._initialize_result(info.version))
+        result = self._initialize_result(info.version)
+        self.dispatcher.request_log.answered(started, request_id, "initialize", peer, result)
+        return session, result_body(request_id, result)
 
     def _initialize_result(self, version: str) -> InitializeResult:
         server = self.dispatcher.server
@@ -225,17 +222,8 @@ class SessionServer:
         params = message.get("params", {})
         if not isinstance(params, dict):
             return error_reply(request_id, InvalidParams("Invalid params: not an object")).body
-        local = self._local.get(method)
-        if local is not None:
-            try:
-                return result_body(request_id, local(session, params))
-            except ProtocolError as exc:
-                return error_reply(request_id, exc).body
-        if method == "initialize":
-            info = session.info
-            return result_body(request_id, self._initialize_result(info.version))
-        if method not in METHODS:
-            return error_reply(request_id, MethodNotFound(f"Method not found: {method}")).body
+        if method in self._local or method == "initialize" or method not in METHODS:
+            return self._answer_here(session, request_id, method, params, peer)
         meta = params.get("_meta")
         if isinstance(meta, dict) and PROTOCOL_VERSION_KEY in meta:
             # 2026-07-28 `_meta` inside a session: served statelessly, exactly as without one.
@@ -243,6 +231,25 @@ class SessionServer:
             return reply.body if reply is not None else b""
         reply = await self._rounds(session, modern(session, message, params), peer, outbound)
         return legacy_reply(method, reply)
+
+    def _answer_here(self, session: Session, request_id: RequestId, method: str,
+                     params: JSONObject, peer: Peer) -> bytes:
+        """A request the session answers itself (`ping`, `logging/setLevel`, …), logged as
+        the Dispatcher logs the others (the `mrtr.requests` line)."""
+        started = self.dispatcher.request_log.start()
+        result: object = None
+        error: ProtocolError | None = MethodNotFound(f"Method not found: {method}")
+        local = self._local.get(method)
+        try:
+            if local is not None or method == "initialize":
+                error = None
+                result = (local(session, params) if local is not None
+                          else self._initialize_result(session.info.version))
+        except ProtocolError as exc:
+            error = exc
+        self.dispatcher.request_log.answered(started, request_id, method, peer, result, error)
+        return (result_body(request_id, result) if error is None
+                else error_reply(request_id, error).body)
 
     def as_request(self, session: Session, message: JSONObject) -> Any | None:
         """`message` decoded as the 2026-07-28 request it is served as; None if it is none."""
@@ -337,14 +344,6 @@ class SessionServer:
             await outbound(encode_message(ElicitationCompleteNotification(params=done)))
 
     # -- local methods -----------------------------------------------------------------------------
-    def _subscribe(self, session: Session, params: JSONObject) -> JSONObject:
-        uri = _uri(params)
-        server = self.dispatcher.server
-        if uri not in server.tables.resources and server.match_template(uri) is None:
-            raise ResourceNotFound(data={"uri": uri})
-        session.subscriptions.add(uri)
-        return {}
-
     async def resource_updated(self, uri: str) -> None:
         """Send `notifications/resources/updated` to each session subscribed to `uri` that
         has a GET stream open (it is lost otherwise, as the 2025 transport allows)."""
@@ -353,30 +352,6 @@ class SessionServer:
         for session in self.sessions.live():
             if uri in session.subscriptions and session.streams:
                 await session.streams[0](body)
-
-
-def _ping(session: Session, params: JSONObject) -> JSONObject:
-    return {}
-
-
-def _set_level(session: Session, params: JSONObject) -> JSONObject:
-    level = params.get("level")
-    if level not in _LEVELS:
-        raise InvalidParams(f"Invalid params: level must be one of {', '.join(_LEVELS)}")
-    session.set_level(str(level))
-    return {}
-
-
-def _unsubscribe(session: Session, params: JSONObject) -> JSONObject:
-    session.subscriptions.discard(_uri(params))
-    return {}
-
-
-def _uri(params: JSONObject) -> str:
-    uri = params.get("uri")
-    if not isinstance(uri, str):
-        raise InvalidParams("Invalid params: uri must be a string")
-    return uri
 
 
 def _id(value: object) -> RequestId | None:

@@ -112,6 +112,8 @@ def _never_sealed() -> Binding:
 class TaskRunner:
     """Creates, runs, parks and resumes the tasks of one Server (one per Dispatcher)."""
 
+    expose_errors = False  # set by the Dispatcher (`mrtr dev`): a tool's bug shown to the client
+
     def __init__(self, server: _Registry, engine: RoundEngine, book: TaskBook,
                  meta: dict[str, Any], log: logging.Logger, invoke: Invoke,
                  clock: Callable[[], float] = time.time) -> None:
@@ -274,7 +276,8 @@ class TaskRunner:
         try:
             out = await round_.run(lambda c: self.invoke(entry, c, arguments), ctx)
         except Exception as exc:
-            out = tool_failure(exc, entry.tool.name, self.log)  # a ProtocolError is re-raised
+            out = tool_failure(exc, entry.tool.name, self.log,  # a ProtocolError is re-raised
+                               expose=self.expose_errors)
         if isinstance(out, InputRequiredResult):
             return out
         return checked_tool_result(entry.tool.name, out, entry.check_output, self.log,
