@@ -25,10 +25,12 @@ __all__ = [
     "InvalidParams",
     "InvalidRequest",
     "InvalidRequestState",
+    "LimitExceeded",
     "MethodNotFound",
     "MissingRequiredClientCapability",
     "MrtrError",
     "OutcomePending",
+    "OutcomeTooLarge",
     "ParseError",
     "ProtocolError",
     "ResourceNotFound",
@@ -141,6 +143,17 @@ class InvalidRequestState(InvalidParams):
         self.reason = reason
 
 
+class LimitExceeded(InvalidParams):
+    """Input over one of the byte limits on what the server keeps for a caller (StoreLimits):
+    a task's arguments, an answer, or the bytes one principal may keep stored at once.
+
+    The message names the limit and the setting that raises it; `data` is {"type":
+    "limit_exceeded", "setting", "limit", "size"} (bytes). Sending it again as it is fails again.
+    """
+
+    DATA_TYPE: ClassVar[str] = "limit_exceeded"
+
+
 class InsufficientScope(InvalidRequest):
     """The caller's token lacks scopes the request needs (HTTP 403, RFC 6750 §3.1)."""
 
@@ -205,6 +218,15 @@ class OutcomePending(InternalError):
     def __init__(self, message: str | None = None, *, retry_after: float = 2.0) -> None:
         super().__init__(message, data={"type": self.DATA_TYPE, "retryAfter": retry_after})
         self.retry_after = retry_after
+
+
+class OutcomeTooLarge(InternalError):
+    """What the server produced is over StoreLimits.max_outcome: a task's result (the task
+    fails with it), or a round's or `ctx.once`'s outcome that was too large to keep, so a
+    replay of it cannot be answered. The message names the limit; `data` as LimitExceeded's.
+    """
+
+    DATA_TYPE: ClassVar[str] = LimitExceeded.DATA_TYPE
 
 
 class HeaderMismatch(ProtocolError):
@@ -291,9 +313,12 @@ def from_wire(error: object) -> ProtocolError:
             reqd if isinstance(reqd, str) else "",
             text,
         )
-    if cls is InternalError and isinstance(data, dict) and (
-        data.get("type") == OutcomePending.DATA_TYPE
-    ):
+    typed = data.get("type") if isinstance(data, dict) else None
+    if cls is InvalidParams and typed == LimitExceeded.DATA_TYPE:
+        return LimitExceeded(text, data=data)
+    if cls is InternalError and typed == OutcomeTooLarge.DATA_TYPE:
+        return OutcomeTooLarge(text, data=data)
+    if cls is InternalError and isinstance(data, dict) and typed == OutcomePending.DATA_TYPE:
         after = data.get("retryAfter")
         seconds = after if isinstance(after, int | float) and not isinstance(after, bool) else 2.0
         return OutcomePending(text, retry_after=float(seconds))

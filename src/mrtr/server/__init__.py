@@ -12,6 +12,7 @@ from mrtr.server._context import Context
 from mrtr.server._dispatch import Dispatcher, Reply
 from mrtr.server._forms import Choices, Confirmation, Email, Form, FormInvalid, Uri
 from mrtr.server._in_process import MemoryTransport
+from mrtr.server._limits import StoreLimits
 from mrtr.server._peer import Notifier, Peer, Principal
 from mrtr.server._registry import CachePolicy, Server
 from mrtr.server._results import ToolError
@@ -50,6 +51,7 @@ __all__ = [
     "ServerTelemetry",
     "Session",
     "SessionServer",
+    "StoreLimits",
     "TaskPolicy",
     "ToolError",
     "Uri",

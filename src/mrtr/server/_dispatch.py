@@ -35,6 +35,7 @@ from mrtr.protocol import (
 from mrtr.server._asks import Suspend
 from mrtr.server._failures import error_reply, failed_reply
 from mrtr.server._ledger import Ledger
+from mrtr.server._limits import StoreLimits
 from mrtr.server._listing import Lister
 from mrtr.server._peer import Notifier, Peer
 from mrtr.server._probe import Probe
@@ -93,9 +94,11 @@ class Dispatcher:
         telemetry: ServerTelemetry | None = None,
         lease: float = 30.0,
         on_unawaited_ask: Callable[[str], None] | None = None,
+        limits: StoreLimits | None = None,
     ) -> None:
         """`store` defaults to a MemoryStore of this Dispatcher's own (exactly-once in this
-        process); None turns exactly-once off (a replayed round runs again)."""
+        process); None turns exactly-once off (a replayed round runs again). `tasks` and
+        `limits` default to the Server's (`Server(tasks=..., limits=...)`)."""
         self.server = server
         self.max_rounds = max_rounds
         self.log = logger or logging.getLogger("mrtr.server")
@@ -114,6 +117,8 @@ class Dispatcher:
             store = MemoryStore()
         self.store: Store | None = store
         self._tasks = tasks
+        # The byte limits on what the store keeps for callers (server/_limits.py).
+        self.limits = limits if limits is not None else server.limits
         # ServerTelemetry (docs/operations.md): OpenTelemetry's global providers unless given.
         self.telemetry = telemetry if telemetry is not None else ServerTelemetry()
         self._traced = self.telemetry.enabled  # False: OpenTelemetry is not even installed
@@ -121,7 +126,8 @@ class Dispatcher:
             store = TimedStore(store, self.telemetry)  # latency and replays: an SDK is set up
         # `lease`: how long a claim outlives a process that died holding it (docs/deploy.md).
         self.lease = lease
-        ledger = Ledger(store, self.log, lease=lease) if store is not None else None
+        ledger = (Ledger(store, self.log, lease=lease, max_outcome=self.limits.max_outcome)
+                  if store is not None else None)
         self._ledger = ledger
         # A handler that returned with an ask it never awaited (a missing `await`): a warning in
         # the log unless told otherwise (TestClient fails the test).
@@ -132,7 +138,7 @@ class Dispatcher:
         self._runner = Runner(server, engine, meta, self.log)
         # Tasks live in the store (any replica answers); without one, in this process only.
         book = TaskBook(store if store is not None else MemoryStore(),
-                        tasks if tasks is not None else server.tasks)
+                        tasks if tasks is not None else server.tasks, self.limits)
         self.tasks = TaskRunner(server, engine, book, meta, self.log, invoke_tool)
         self._runner.tasks = self.tasks
         task_methods = TaskMethods(self.tasks)
@@ -160,7 +166,7 @@ class Dispatcher:
         return Dispatcher(self.server, sealer=sealer if sealer is not None else self.sealer,
                           max_rounds=self.max_rounds, logger=self.log, store=chosen,
                           tasks=self._tasks, telemetry=self.telemetry, lease=self.lease,
-                          on_unawaited_ask=self.on_unawaited_ask)
+                          on_unawaited_ask=self.on_unawaited_ask, limits=self.limits)
 
     # -- transport-facing ----------------------------------------------------------------------
     def in_process_transport(self, *, principal: str | None = None) -> MemoryTransport:

@@ -30,6 +30,7 @@ from mrtr.server._entries import (
     TaskSupport,
     ToolEntry,
 )
+from mrtr.server._limits import StoreLimits
 from mrtr.server._schema import (
     convert_arguments,
     output_checker,
@@ -79,6 +80,7 @@ class Server:
         cache: CachePolicy = CachePolicy(),  # noqa: B008 - frozen value object
         page_size: int = 100,
         tasks: TaskPolicy = TaskPolicy(),  # noqa: B008 - frozen value object
+        limits: StoreLimits = StoreLimits(),  # noqa: B008 - frozen value object
     ) -> None:
         self.name = name
         self.version = version
@@ -87,6 +89,7 @@ class Server:
         self.cache = cache
         self.page_size = page_size
         self.tasks = tasks  # TTL, poll interval, per-principal cap and lease of task tools
+        self.limits = limits  # bytes kept in the store for callers: per blob, per principal
         self.tables = Tables()
 
     # -- tools ---------------------------------------------------------------------------------

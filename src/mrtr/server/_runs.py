@@ -129,6 +129,7 @@ class Runner:
         rounds before `ctx.begin_task()` (the round reaching it returns the task)."""
         tasks, meta = self.tasks, request.params.meta
         assert tasks is not None
+        tasks.book.check_arguments(arguments)  # LimitExceeded before anything runs
         round_, ctx = self._open(request, peer, sink, entry.tool.name, arguments)
         if not entry.task_later:
             if not entry.ask_if_missing:

@@ -26,6 +26,7 @@ import msgspec
 from mrtr.errors import (
     InvalidParams,
     InvalidRequest,
+    LimitExceeded,
     MethodNotFound,
     ProtocolError,
     ResourceNotFound,
@@ -91,7 +92,8 @@ class SessionServer:
         name = dispatcher.server.name
         sealer = dispatcher.sealer.for_audience(f"{name} mcp-session", ttl=session_ttl)
         self.sessions = Sessions(sealer, logger=self.log)
-        self.answers = AnswerChannel(dispatcher.store, ttl=ask_timeout, logger=self.log)
+        self.answers = AnswerChannel(dispatcher.store, ttl=ask_timeout, logger=self.log,
+                                     limits=dispatcher.limits)
         self._local: dict[str, Callable[[Session, JSONObject], JSONObject]] = {
             "ping": _ping,
             "logging/setLevel": _set_level,
@@ -149,7 +151,7 @@ class SessionServer:
         method = message.get("method")
         if not isinstance(method, str):
             if not session.resolve(message):
-                await self.answers.pass_on(session.id, message)
+                await self.answers.pass_on(session.id, message, peer.principal)
             return None
         if "id" not in message:
             self._notification(session, method, message.get("params"))
@@ -239,9 +241,11 @@ class SessionServer:
                 await self._complete_urls(session, urls, outbound)
                 return reply
             try:
-                answers = await self._fulfil(session, result, outbound, urls)
+                answers = await self._fulfil(session, result, outbound, urls, peer.principal)
             except _AskFailed as exc:
                 return ask_failed(request.get("id"), request.get("method"), exc.text, self.log)
+            except LimitExceeded as exc:  # an answer over StoreLimits.max_answer
+                return error_reply(request.get("id"), exc)
             params = {**request["params"], "inputResponses": answers}
             if result.request_state is not UNSET:
                 params["requestState"] = result.request_state
@@ -249,11 +253,12 @@ class SessionServer:
         return too_many_rounds(request.get("id"))
 
     async def _fulfil(
-        self, session: Session, result: InputRequiredResult, outbound: Outbound, urls: list[str]
+        self, session: Session, result: InputRequiredResult, outbound: Outbound, urls: list[str],
+        principal: str | None,
     ) -> JSONObject:
         asks = result.input_requests if result.input_requests is not UNSET else {}
         keys = list(asks)
-        tasks = [asyncio.ensure_future(self._ask(session, asks[key], outbound, urls))
+        tasks = [asyncio.ensure_future(self._ask(session, asks[key], outbound, urls, principal))
                  for key in keys]
         try:
             answers = await asyncio.gather(*tasks)
@@ -264,7 +269,8 @@ class SessionServer:
         return dict(zip(keys, answers, strict=True))
 
     async def _ask(
-        self, session: Session, ask: InputRequest, outbound: Outbound, urls: list[str]
+        self, session: Session, ask: InputRequest, outbound: Outbound, urls: list[str],
+        principal: str | None,
     ) -> JSONObject:
         method = ask.method
         params = msgspec.to_builtins(ask.params) if ask.params is not UNSET else {}
@@ -274,7 +280,7 @@ class SessionServer:
                 urls.append(params["elicitationId"])
             elif session.version != "2025-11-25":
                 params.pop("mode", None)  # form is the only mode before 2025-11-25
-        elsewhere = self.answers.elsewhere(session.id)
+        elsewhere = self.answers.elsewhere(session.id, principal)
         try:
             response = await session.request(method, params, outbound, self.ask_timeout,
                                              elsewhere=elsewhere)
@@ -283,6 +289,7 @@ class SessionServer:
                 f"The client did not answer the {method} request within "
                 f"{self.ask_timeout:g} seconds."
             ) from None
+        self.answers.check(method, response)  # LimitExceeded: over StoreLimits.max_answer
         answer = response.get("result")
         if isinstance(answer, dict):
             return answer

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from mrtr.errors import ProtocolError
+from mrtr.errors import LimitExceeded, ProtocolError
 from mrtr.protocol import (
     UNSET,
     CallToolResult,
@@ -33,7 +33,7 @@ from mrtr.protocol import (
 )
 from mrtr.server._context import Context, StartTask
 from mrtr.server._entries import Tables, ToolEntry
-from mrtr.server._failures import task_error, too_many_tasks, tool_failure
+from mrtr.server._failures import outcome_too_large, task_error, too_many_tasks, tool_failure
 from mrtr.server._journal import FlowState
 from mrtr.server._peer import Peer
 from mrtr.server._results import checked_tool_result
@@ -42,6 +42,7 @@ from mrtr.server._sealing import Binding
 from mrtr.server.tasks._records import (
     TaskBook,
     TaskRecord,
+    ended,
     identity_of,
     iso_time,
     new_task_id,
@@ -147,16 +148,21 @@ class TaskRunner:
                 created_at=now, updated_at=now, expires=expires, ttl_ms=policy.ttl_ms,
                 poll_interval_ms=policy.poll_interval_ms, flow=flow)
             await self.book.acquire(record)  # a fresh id: ours; taken before it is visible
-            await self.book.save(record)
+            await self.book.save(record)  # LimitExceeded: the principal's quota is full
         except BaseException:  # no task: give the slot back (a store that is down keeps it
             with contextlib.suppress(Exception):  # until the task's deadline, no longer)
-                await asyncio.shield(self.book.free(principal, task_id))
+                await asyncio.shield(self._unmake(principal, task_id))
             raise
         self._start(record)
         return CreateTaskResult(
             task_id=record.task_id, status="working", created_at=iso_time(now),
             last_updated_at=iso_time(now), ttl_ms=record.ttl_ms,
             poll_interval_ms=record.poll_interval_ms, meta=self.meta)
+
+    async def _unmake(self, principal: str | None, task_id: str) -> None:
+        """Give back what a creation that failed took: its slot and its bytes in the quota."""
+        await self.book.free(principal, task_id)
+        await self.book.uncharge(principal, "task:" + task_id)
 
     def _refusal(self, principal: str | None) -> CallToolResult:
         cap = self.book.policy.cap(principal)
@@ -266,7 +272,10 @@ class TaskRunner:
             return _End("failed", error=task_error(exc, record.tool, self.log))
         if round_.parked is None:
             return _End("completed", result=out)
-        return await self._park(record, answers, round_.parked, out)
+        try:
+            return await self._park(record, answers, round_.parked, out)
+        except LimitExceeded as exc:  # its record outgrew the principal's quota: it ends here
+            return _End("failed", error=task_error(exc, record.tool, self.log))
 
     async def _run(self, entry: ToolEntry, round_: Round, ctx: Context,
                    arguments: dict[str, Any]) -> Any:
@@ -302,14 +311,25 @@ class TaskRunner:
                       error: JSONObject | None = None) -> bool:
         """End the task (unless it already ended), free its lease and its principal's slot.
 
-        True when this call wrote the end; a task that already ended keeps its first end.
+        True when this call wrote the end; a task that already ended keeps its first end. A
+        result over StoreLimits.max_outcome, or one its principal's quota cannot hold, fails
+        the task with the error that says so.
         """
-        final = msgspec.structs.replace(
-            record, status=status, updated_at=self.clock(), open=[], asked={},
-            result=msgspec.to_builtins(_with_meta(result, self.meta)) if result is not None
-            else None,
-            error=error)
-        won = await self.book.end(final)
+        found: JSONObject | None = None
+        if result is not None:
+            found = msgspec.to_builtins(_with_meta(result, self.meta))
+            size, limit = len(msgspec.json.encode(found)), self.book.limits.max_outcome
+            if size > limit:
+                status, found, error = "failed", None, task_error(outcome_too_large(
+                    f"The result of task {record.task_id}", size, limit, kept=True),
+                    record.tool, self.log)
+        final = ended(record, status, self.clock(), result=found, error=error)
+        try:
+            won = await self.book.end(final)
+        except LimitExceeded as exc:  # no room for the result: end with the (small) reason
+            failed = ended(record, "failed", self.clock(),
+                           error=task_error(exc, record.tool, self.log))
+            won = await self.book.end(failed, counted=False)
         if not won:
             self.log.info("task %s: already ended, %s not recorded", record.task_id, status)
         await self.book.release(record.task_id)
