@@ -29,6 +29,12 @@ MAX_BYTES = 256 * 1024 * 1024  # the defaults: memory: in a URL, MemoryStore()
 MAX_ENTRIES = 100_000
 
 
+def _kept(value: bytes) -> bytes:
+    """A copy of `value` of its exact size: an encoder's output may hold half as much again
+    unused (msgspec grows its buffer), which max_bytes would not see."""
+    return bytes(memoryview(value))
+
+
 class _Entry:
     __slots__ = ("count", "expires", "lease_until", "members", "outcome", "size")
 
@@ -181,7 +187,7 @@ class MemoryStore:
     async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
         now = self._clock()
         entry = _Entry(expires)
-        entry.outcome = bytes(outcome)
+        entry.outcome = _kept(outcome)
         self._put(key, entry, now)
 
     async def put_if_absent(self, key: str, outcome: bytes, *, expires: float) -> Claim:
@@ -190,7 +196,7 @@ class MemoryStore:
         if entry is not None:
             return Claim(ClaimStatus.DONE, entry.outcome) if entry.outcome is not None else RUNNING
         stored = _Entry(expires)
-        stored.outcome = bytes(outcome)
+        stored.outcome = _kept(outcome)
         self._put(key, stored, now)
         return NEW
 

@@ -203,14 +203,20 @@ class TaskBook:
         """Stop counting `key` for `principal` (what it counted was not stored after all)."""
         await self.store.dismiss(quota_key(principal), key)
 
-    def check_arguments(self, arguments: dict[str, JSON]) -> None:
-        """Raise LimitExceeded for arguments over StoreLimits.max_arguments."""
+    async def check_arguments(self, principal: str | None, arguments: dict[str, JSON]) -> None:
+        """Raise LimitExceeded for arguments over StoreLimits.max_arguments, or more than the
+        principal's quota has room for now (before anything runs or is built; `save` counts
+        them for good)."""
         size = len(_ENCODER.encode(arguments))
         if size > self.limits.max_arguments:
             raise over_limit("The task's arguments", size, self.limits.max_arguments,
                              "StoreLimits.max_arguments",
                              ": a task keeps them until it ends; pass large inputs by "
                              "reference (a resource URI or URL) instead")
+        principal = plain_principal(principal)
+        quota, setting = self.limits.quota(principal)
+        if await self.store.admitted(quota_key(principal)) + size > quota:
+            raise over_quota(size, quota, setting)
 
     def encoded_answer(self, key: str, response: object) -> bytes:
         """`response` as stored; raises LimitExceeded when over StoreLimits.max_answer."""
