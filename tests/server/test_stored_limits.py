@@ -246,3 +246,30 @@ def test_26_a_full_memory_store_refuses_new_rounds_with_503_and_evicts_nothing()
         reply = await dispatcher.handle_bytes(msgspec.json.encode(body), Peer(principal=None))
         assert reply is not None and reply.http_status == 200
     run(go())
+
+
+small = Server("small-quota", limits=StoreLimits(principal_bytes=3000, anonymous_bytes=3000))
+
+
+@small.tool(task="required")
+async def asks_at_length(ctx: Context) -> str:
+    await ctx.report_progress(1, 2, "s" * 4000)  # a status the quota cannot hold: not saved
+    answer = await ctx.elicit("Q" * 5000, Name, key="n")  # parked, the record would hold it
+    return answer.name
+
+
+def test_26_a_task_whose_record_outgrows_the_quota_fails_with_the_quota_named(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def go() -> None:
+        store = MemoryStore()
+        replica = Replica(small, store)
+        task = (await replica.call("asks_at_length", principal="p"))["taskId"]
+        failed = await replica.wait(task, "failed", principal="p")
+        assert failed["error"]["code"] == -32602
+        assert "StoreLimits.principal_bytes" in failed["error"]["message"]
+        assert "statusMessage" not in failed  # the small end: the reason, not the long status
+        assert all(len(e.outcome or b"") < 3000 for e in store._entries.values())
+    run(go())
+    # The status the quota could not hold was skipped: the task went on to its question.
+    assert any("status not saved" in r.message for r in caplog.records)

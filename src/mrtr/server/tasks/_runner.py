@@ -86,7 +86,10 @@ class _InTask:
         if record.status_message != message:
             record.status_message = message
             record.updated_at = self._runner.clock()
-            await self._runner.book.save(record)
+            try:
+                await self._runner.book.save(record)
+            except LimitExceeded as exc:  # a status is not worth failing the task for
+                self._runner.log.warning("task %s: status not saved: %s", record.task_id, exc)
 
 
 class _TaskRound(Round):
@@ -327,8 +330,9 @@ class TaskRunner:
         try:
             won = await self.book.end(final)
         except LimitExceeded as exc:  # no room for the result: end with the (small) reason
-            failed = ended(record, "failed", self.clock(),
-                           error=task_error(exc, record.tool, self.log))
+            failed = msgspec.structs.replace(ended(
+                record, "failed", self.clock(), error=task_error(exc, record.tool, self.log)),
+                status_message=None)
             won = await self.book.end(failed, counted=False)
         if not won:
             self.log.info("task %s: already ended, %s not recorded", record.task_id, status)
