@@ -6,11 +6,12 @@
 # most `max_entries` entries and `max_bytes` bytes of keys, values and slot members. When
 # either is reached (after dropping every expired entry), a write that would add is refused
 # with StoreUnavailable, and the server fails closed (the frozen -32603, HTTP 503, reason
-# logged) rather than grow or forget a redeemed round: nothing is ever evicted. A claim starts
-# new work, so it is refused earlier, once the entries take max_bytes minus 1/_HEADROOM: the
-# outcomes of the work already running still find room. A key's slots are one entry (under
-# "\x00s:" + key) holding {member: (expires, weight)}, itself expiring with its last member;
-# admit prunes lapsed members first.
+# logged) rather than grow or forget a redeemed round: nothing is ever evicted. A claim or a
+# slot starts new work, so it is refused earlier, once the entries take max_bytes minus
+# 1/_HEADROOM: the outcomes of the work already running still find room. Values are kept as
+# exact-size copies, so the bytes counted are the bytes held. A key's slots are one entry
+# (under "\x00s:" + key) holding {member: (expires, weight)} and their running total, itself
+# expiring with its last member; lapsed members are dropped in deadline order (a heap).
 from __future__ import annotations
 
 import asyncio
