@@ -329,10 +329,10 @@ class TaskRunner:
         final = ended(record, status, self.clock(), result=found, error=error)
         try:
             won = await self.book.end(final)
-        except LimitExceeded as exc:  # no room for the result: end with the (small) reason
-            failed = msgspec.structs.replace(ended(
-                record, "failed", self.clock(), error=task_error(exc, record.tool, self.log)),
-                status_message=None)
+        except LimitExceeded as exc:  # no room: end small, with the failure or this reason
+            reason = error if error is not None else task_error(exc, record.tool, self.log)
+            failed = msgspec.structs.replace(ended(record, "failed", self.clock(), error=reason),
+                                             status_message=None)
             won = await self.book.end(failed, counted=False)
         if not won:
             self.log.info("task %s: already ended, %s not recorded", record.task_id, status)
