@@ -93,6 +93,8 @@ class TaskRecord(msgspec.Struct, kw_only=True):
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(TaskRecord)
+_CUT = 1024  # bytes a working record must outweigh its end by to be rewritten when it ends
+_CHECK_EARLY = 16 * 1024  # arguments this large are checked against the quota before anything
 
 
 def ended(record: TaskRecord, status: str, now: float, *, result: JSONObject | None = None,
@@ -164,28 +166,33 @@ class TaskBook:
         await self.charge(record, "task:" + record.task_id, len(blob))
         await self.store.complete("task:" + record.task_id, blob, expires=record.expires)
 
-    async def end(self, record: TaskRecord, *, counted: bool = True) -> bool:
+    async def end(self, record: TaskRecord, *, counted: bool = True,
+                  working: int = 0) -> bool:
         """Store the terminal `record` (slim: see `ended`) unless the task already ended; True
-        when this one won, and then the working record is cut down to it.
+        when this one won. `working` is the size of the working record: when it is large (the
+        arguments, the journal), it is then cut down to the end's small part.
 
         Raises LimitExceeded, nothing stored, when it would take its principal past the quota
         (`counted=False`: stored anyway, for the small failure that must end the task).
         """
         name = f"task:{record.task_id}:end"
-        if await self.store.get(name) is not None:
-            return False  # ended already: the first end stays (and stays counted once)
         blob = _ENCODER.encode(record)
+        counter = f"{name}:{secrets.token_hex(4)}"  # this attempt's: a losing one gives it back
         if counted:
-            await self.charge(record, name, len(blob))
+            await self.charge(record, counter, len(blob))
         found = await self.store.put_if_absent(name, blob, expires=record.expires)
         if found.status is not ClaimStatus.NEW:
+            if counted:
+                await self.uncharge(record.principal, counter)
             return False
         # Nothing reads the working record of an ended task (`load` reads the end first): keep
-        # only the end's small part there, so the arguments and journal are gone from the store.
+        # only the end's small part there, so the arguments and journal leave the store now.
         stub = _ENCODER.encode(msgspec.structs.replace(record, result=None, error=None))
-        with contextlib.suppress(ProtocolError):  # the end stands; the rest lapses at the TTL
-            await self.charge(record, "task:" + record.task_id, len(stub))  # lighter: it fits
-            await self.store.complete("task:" + record.task_id, stub, expires=record.expires)
+        if working > len(stub) + _CUT:
+            with contextlib.suppress(ProtocolError):  # the end stands; the rest lapses at TTL
+                await self.charge(record, "task:" + record.task_id, len(stub))  # lighter: fits
+                await self.store.complete("task:" + record.task_id, stub,
+                                          expires=record.expires)
         return True
 
     async def charge(self, record: TaskRecord, key: str, size: int) -> None:
@@ -204,15 +211,17 @@ class TaskBook:
         await self.store.dismiss(quota_key(principal), key)
 
     async def check_arguments(self, principal: str | None, arguments: dict[str, JSON]) -> None:
-        """Raise LimitExceeded for arguments over StoreLimits.max_arguments, or more than the
-        principal's quota has room for now (before anything runs or is built; `save` counts
-        them for good)."""
+        """Raise LimitExceeded for arguments over StoreLimits.max_arguments, or (large ones)
+        more than the principal's quota has room for now: before anything runs or is built, so
+        a refused call costs no record. `save` counts them for good."""
         size = len(_ENCODER.encode(arguments))
         if size > self.limits.max_arguments:
             raise over_limit("The task's arguments", size, self.limits.max_arguments,
                              "StoreLimits.max_arguments",
                              ": a task keeps them until it ends; pass large inputs by "
                              "reference (a resource URI or URL) instead")
+        if size < _CHECK_EARLY:
+            return  # small: `save` counts it, at the cost of building one small record
         principal = plain_principal(principal)
         quota, setting = self.limits.quota(principal)
         if await self.store.admitted(quota_key(principal)) + size > quota:

@@ -327,13 +327,14 @@ class TaskRunner:
                     f"The result of task {record.task_id}", size, limit, kept=True),
                     record.tool, self.log)
         final = ended(record, status, self.clock(), result=found, error=error)
+        working = len(msgspec.json.encode(record))
         try:
-            won = await self.book.end(final)
+            won = await self.book.end(final, working=working)
         except LimitExceeded as exc:  # no room: end small, with the failure or this reason
             reason = error if error is not None else task_error(exc, record.tool, self.log)
             failed = msgspec.structs.replace(ended(record, "failed", self.clock(), error=reason),
                                              status_message=None)
-            won = await self.book.end(failed, counted=False)
+            won = await self.book.end(failed, counted=False, working=working)
         if not won:
             self.log.info("task %s: already ended, %s not recorded", record.task_id, status)
         await self.book.release(record.task_id)
