@@ -19,8 +19,8 @@ and the live-task slots of each principal."""
 # size, in its principal's quota (weighted slots lapsing with the task) before it is written;
 # over it, LimitExceeded and nothing written. An answer over max_answer is refused first. The
 # end record is slim (no arguments, journal or request `_meta`: nothing resumes an ended task),
-# and once it is written the working record is cut down to the same, so an ended task keeps
-# only its result until its TTL.
+# and once it is written a working record larger by _CUT is cut down to the same, so an ended
+# task keeps little more than its result until its TTL.
 from __future__ import annotations
 
 import contextlib
