@@ -16,30 +16,12 @@ from typing import ClassVar
 import msgspec
 
 __all__ = [
-    "AuthUnavailable",
-    "Forbidden",
-    "from_wire",
-    "HeaderMismatch",
-    "IdempotencyKeyConflict",
-    "IdempotencyKeyInProgress",
-    "InsufficientScope",
-    "InternalError",
-    "InvalidParams",
-    "InvalidRequest",
-    "InvalidRequestState",
-    "MethodNotFound",
-    "MissingRequiredClientCapability",
-    "MrtrError",
-    "OutcomePending",
-    "ParseError",
-    "ProtocolError",
-    "ResourceNotFound",
-    "SessionNotFound",
-    "StoreUnavailable",
-    "TooManySessions",
-    "TransportError",
-    "Unauthorized",
-    "UnsupportedProtocolVersion",
+    "AuthUnavailable", "Forbidden", "from_wire", "HeaderMismatch", "IdempotencyKeyConflict",
+    "IdempotencyKeyInProgress", "InsufficientScope", "InternalError", "InvalidParams",
+    "InvalidRequest", "InvalidRequestState", "LimitExceeded", "MethodNotFound",
+    "MissingRequiredClientCapability", "MrtrError", "OutcomePending", "OutcomeTooLarge",
+    "ParseError", "ProtocolError", "ResourceNotFound", "SessionNotFound", "StoreUnavailable",
+    "TooManySessions", "TransportError", "Unauthorized", "UnsupportedProtocolVersion",
 ]
 
 JSONValue = object
@@ -144,6 +126,17 @@ class InvalidRequestState(InvalidParams):
         self.reason = reason
 
 
+class LimitExceeded(InvalidParams):
+    """Input over one of the byte limits on what the server keeps for a caller (StoreLimits):
+    a task's arguments, an answer, or the bytes one principal may keep stored at once.
+
+    The message names the limit and the setting that raises it; `data` is {"type":
+    "limit_exceeded", "setting", "limit", "size"} (bytes). Sending it again as it is fails again.
+    """
+
+    DATA_TYPE: ClassVar[str] = "limit_exceeded"
+
+
 class InsufficientScope(InvalidRequest):
     """The caller's token lacks scopes the request needs (HTTP 403, RFC 6750 §3.1)."""
 
@@ -225,6 +218,15 @@ class OutcomePending(InternalError):
     def __init__(self, message: str | None = None, *, retry_after: float = 2.0) -> None:
         super().__init__(message, data={"type": self.DATA_TYPE, "retryAfter": retry_after})
         self.retry_after = retry_after
+
+
+class OutcomeTooLarge(InternalError):
+    """What the server produced is over StoreLimits.max_outcome: a task's result (the task
+    fails with it), or a round's or `ctx.once`'s outcome that was too large to keep, so a
+    replay of it cannot be answered. The message names the limit; `data` as LimitExceeded's.
+    """
+
+    DATA_TYPE: ClassVar[str] = LimitExceeded.DATA_TYPE
 
 
 class HeaderMismatch(ProtocolError):
@@ -331,13 +333,9 @@ def from_wire(error: object) -> ProtocolError:
     data = error.get("data")
     text = message if isinstance(message, str) else None
     cls = _BY_CODE.get(code) if isinstance(code, int) else None
-    kind = data.get("type") if isinstance(data, dict) else None
-    if cls is InvalidParams and kind == IdempotencyKeyConflict.DATA_TYPE:
-        return IdempotencyKeyConflict(text)
-    if cls is InternalError and kind == IdempotencyKeyInProgress.DATA_TYPE:
-        after = data.get("retryAfter") if isinstance(data, dict) else None
-        seconds = after if isinstance(after, int | float) and not isinstance(after, bool) else 1.0
-        return IdempotencyKeyInProgress(text, retry_after=float(seconds))
+    typed = _typed(cls, text, data)
+    if typed is not None:
+        return typed
     if cls is MissingRequiredClientCapability:
         req = data.get("requiredCapabilities") if isinstance(data, dict) else None
         return MissingRequiredClientCapability(req if isinstance(req, dict) else {}, text)
@@ -349,15 +347,37 @@ def from_wire(error: object) -> ProtocolError:
             reqd if isinstance(reqd, str) else "",
             text,
         )
-    if cls is InternalError and isinstance(data, dict) and (
-        data.get("type") == OutcomePending.DATA_TYPE
-    ):
-        after = data.get("retryAfter")
-        seconds = after if isinstance(after, int | float) and not isinstance(after, bool) else 2.0
-        return OutcomePending(text, retry_after=float(seconds))
     if cls is not None:
         return cls(text, data=data)
     err = ProtocolError(text, data=data)
     if isinstance(code, int):
         err.code = code  # type: ignore[misc]  # instance override for codes we do not model
     return err
+
+
+def _retry_after(data: dict[str, object], default: float) -> float:
+    after = data.get("retryAfter")
+    if isinstance(after, int | float) and not isinstance(after, bool):
+        return float(after)
+    return default
+
+
+def _typed(cls: type[ProtocolError] | None, text: str | None,
+           data: object) -> ProtocolError | None:
+    """The error a `data.type` names within its code's class (-32602, -32603), else None."""
+    if not isinstance(data, dict):
+        return None
+    kind = data.get("type")
+    if cls is InvalidParams:
+        if kind == IdempotencyKeyConflict.DATA_TYPE:
+            return IdempotencyKeyConflict(text)
+        if kind == LimitExceeded.DATA_TYPE:
+            return LimitExceeded(text, data=data)
+    if cls is InternalError:
+        if kind == IdempotencyKeyInProgress.DATA_TYPE:
+            return IdempotencyKeyInProgress(text, retry_after=_retry_after(data, 1.0))
+        if kind == OutcomeTooLarge.DATA_TYPE:
+            return OutcomeTooLarge(text, data=data)
+        if kind == OutcomePending.DATA_TYPE:
+            return OutcomePending(text, retry_after=_retry_after(data, 2.0))
+    return None

@@ -13,6 +13,7 @@ from mrtr.server._dispatch import Dispatcher, Reply
 from mrtr.server._forms import Choices, Confirmation, Email, Form, FormInvalid, Uri
 from mrtr.server._idempotency import IdempotencyPolicy
 from mrtr.server._in_process import MemoryTransport
+from mrtr.server._limits import StoreLimits
 from mrtr.server._peer import Notifier, Peer, Principal
 from mrtr.server._registry import CachePolicy, Server
 from mrtr.server._results import ToolError
@@ -53,6 +54,7 @@ __all__ = [
     "Session",
     "SessionLimits",
     "SessionServer",
+    "StoreLimits",
     "TaskPolicy",
     "ToolError",
     "Uri",

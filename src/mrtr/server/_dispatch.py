@@ -37,6 +37,7 @@ from mrtr.server._asks import Suspend
 from mrtr.server._failures import error_reply, failed_reply
 from mrtr.server._idempotency import IdempotencyKeys, IdempotencyPolicy
 from mrtr.server._ledger import Ledger
+from mrtr.server._limits import StoreLimits
 from mrtr.server._listing import Lister
 from mrtr.server._peer import Notifier, Peer
 from mrtr.server._probe import Probe
@@ -100,9 +101,11 @@ class Dispatcher:
         on_unawaited_ask: Callable[[str], None] | None = None,
         idempotency: IdempotencyPolicy | None = _KEYS,
         expose_errors: bool = False,
+        limits: StoreLimits | None = None,
     ) -> None:
         """`store` defaults to a MemoryStore of this Dispatcher's own (exactly-once in this
-        process); None turns exactly-once off (a replayed round runs again).
+        process); None turns exactly-once off (a replayed round runs again). `tasks` and
+        `limits` default to the Server's (`Server(tasks=..., limits=...)`).
         `expose_errors=True` (what `mrtr dev` sets) sends a handler's exception to the client
         instead of the frozen "Tool X failed." or -32603 text: for development only."""
         self.server = server
@@ -126,6 +129,8 @@ class Dispatcher:
             store = MemoryStore()
         self.store: Store | None = store
         self._tasks = tasks
+        # The byte limits on what the store keeps for callers (server/_limits.py).
+        self.limits = limits if limits is not None else server.limits
         # ServerTelemetry (docs/operations.md): OpenTelemetry's global providers unless given.
         self.telemetry = telemetry if telemetry is not None else ServerTelemetry()
         self._traced = self.telemetry.enabled  # False: OpenTelemetry is not even installed
@@ -133,7 +138,8 @@ class Dispatcher:
             store = TimedStore(store, self.telemetry)  # latency and replays: an SDK is set up
         # `lease`: how long a claim outlives a process that died holding it (docs/deploy.md).
         self.lease = lease
-        ledger = Ledger(store, self.log, lease=lease) if store is not None else None
+        ledger = (Ledger(store, self.log, lease=lease, max_outcome=self.limits.max_outcome)
+                  if store is not None else None)
         self._ledger = ledger
         # A handler that returned with an ask it never awaited (a missing `await`): a warning in
         # the log unless told otherwise (TestClient fails the test).
@@ -144,7 +150,7 @@ class Dispatcher:
         self._runner = Runner(server, engine, meta, self.log, expose_errors=expose_errors)
         # Tasks live in the store (any replica answers); without one, in this process only.
         book = TaskBook(store if store is not None else MemoryStore(),
-                        tasks if tasks is not None else server.tasks)
+                        tasks if tasks is not None else server.tasks, self.limits)
         self.tasks = TaskRunner(server, engine, book, meta, self.log, invoke_tool)
         self.tasks.expose_errors = expose_errors
         self._runner.tasks = self.tasks
@@ -184,7 +190,7 @@ class Dispatcher:
                           max_rounds=self.max_rounds, logger=self.log, store=chosen,
                           tasks=self._tasks, telemetry=self.telemetry, lease=self.lease,
                           on_unawaited_ask=self.on_unawaited_ask, expose_errors=expose,
-                          idempotency=self.idempotency_policy)
+                          idempotency=self.idempotency_policy, limits=self.limits)
 
     # -- transport-facing ----------------------------------------------------------------------
     def in_process_transport(self, *, principal: str | None = None) -> MemoryTransport:

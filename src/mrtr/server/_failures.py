@@ -40,8 +40,10 @@ from mrtr.errors import (
     InternalError,
     InvalidParams,
     InvalidRequest,
+    LimitExceeded,
     MissingRequiredClientCapability,
     MrtrError,
+    OutcomeTooLarge,
     ParseError,
     ProtocolError,
     ResourceNotFound,
@@ -58,11 +60,11 @@ from mrtr.server._schema import ArgumentsInvalid
 __all__ = [
     "ask_failed", "auth_refusal", "bad_request", "batch_refused", "body_timed_out",
     "error_refusal", "error_reply", "failed_reply", "host_refused", "http_refusal", "in_flight",
-    "legacy_error", "line_too_long", "not_a_request", "not_found", "not_json", "post_only",
-    "probe_method", "Refusal", "scope_refusal", "session_not_found", "session_required",
-    "session_version", "task_error", "timed_out", "too_large", "too_many_rounds",
-    "too_many_sessions", "too_many_tasks", "tool_failure", "unanswered", "unready",
-    "unsupported_media_type", "wire_error",
+    "legacy_error", "line_too_long", "not_a_request", "not_found", "not_json", "outcome_too_large",
+    "over_limit", "over_quota", "post_only", "probe_method", "Refusal", "scope_refusal",
+    "session_not_found", "session_required", "session_version", "stand_in_answer", "task_error",
+    "timed_out", "too_large", "too_many_rounds", "too_many_sessions", "too_many_tasks",
+    "tool_failure", "unanswered", "unready", "unsupported_media_type", "wire_error",
 ]
 
 RequestId = str | int | None
@@ -145,6 +147,43 @@ def too_many_tasks(limit: int, meta: Mapping[str, object]) -> CallToolResult:
     if limit == 0:  # TaskPolicy.max_live_anonymous=0: tasks for authenticated callers only
         text = "This server runs tasks for authenticated callers only: sign in and call again."
     return CallToolResult(content=[TextContent(text=text)], is_error=True, meta=dict(meta))
+
+
+# -- byte limits on what the store keeps for callers (server/_limits.py) -------------------------
+def _limit_data(setting: str, limit: int, size: int) -> dict[str, object]:
+    return {"type": LimitExceeded.DATA_TYPE, "setting": setting, "limit": limit, "size": size}
+
+
+def over_limit(what: str, size: int, limit: int, setting: str, hint: str = "") -> LimitExceeded:
+    """-32602 for input the server would keep that is over a byte limit: `what` ("The task's
+    arguments") is `size` bytes, over `limit` set by `setting` ("StoreLimits.max_arguments")."""
+    return LimitExceeded(f"{what}: {size:,} bytes, over the limit of {limit:,} bytes "
+                         f"({setting}){hint}",
+                         data=_limit_data(setting, limit, size))
+
+
+def over_quota(size: int, quota: int, setting: str) -> LimitExceeded:
+    """-32602 for input that would take what the store keeps for its principal past the quota."""
+    return LimitExceeded(
+        f"Storing {size:,} more bytes would take what this server keeps for you (task records "
+        f"and answers) over its quota of {quota:,} bytes ({setting}): let your tasks end or "
+        "expire (tasks/cancel frees them sooner), then send it again",
+        data=_limit_data(setting, quota, size))
+
+
+def outcome_too_large(what: str, size: int, limit: int, *, kept: bool) -> OutcomeTooLarge:
+    """-32603 for an outcome over StoreLimits.max_outcome: `what` ("The result of task X") is
+    `size` bytes; `kept` False: only a marker was stored, so this is a replay's answer."""
+    tail = "" if kept else ": it was not kept, so a replay of it cannot be answered"
+    return OutcomeTooLarge(f"{what}: {size:,} bytes, over the limit of {limit:,} bytes "
+                           f"(StoreLimits.max_outcome){tail}",
+                           data=_limit_data("StoreLimits.max_outcome", limit, size))
+
+
+def stand_in_answer(request_id: RequestId, error: ProtocolError) -> bytes:
+    """The JSON-RPC response a session's answer is replaced by when it cannot be kept (over a
+    limit): the process awaiting it ends that request with `error`."""
+    return Reply(request_id, error=error).body
 
 
 # -- a message the Dispatcher could not serve -----------------------------------------------------

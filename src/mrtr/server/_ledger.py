@@ -37,6 +37,9 @@
 #   work again: an effect keyed by ctx.idempotency_key (Store.add_once, a provider's key)
 #   stays exactly once. A process that stops in order first drains its background work (drain,
 #   called by the transports at shutdown).
+# - Bounded: an outcome over max_outcome bytes (StoreLimits) is answered to the request that
+#   ran it, and the store keeps a marker in its place: a replay gets OutcomeTooLarge, never a
+#   second run, and no caller makes the store hold more than max_outcome per round or `once`.
 from __future__ import annotations
 
 import asyncio
@@ -51,6 +54,7 @@ import msgspec
 
 from mrtr.errors import InvalidRequestState, OutcomePending
 from mrtr.protocol import CreateTaskResult, InputRequiredResult, resolve_contents
+from mrtr.server._failures import outcome_too_large
 from mrtr.server._probe import note_store_hit
 from mrtr.server._sealing import digest_arguments
 from mrtr.stores import Claim, ClaimStatus, Store, StoreUnavailable
@@ -62,6 +66,8 @@ _DIGEST = 32
 _INPUT = b"i"  # the stored outcome is an InputRequiredResult
 _FINAL = b"r"  # it is the method's own result type
 _TASK = b"t"  # it is a CreateTaskResult (a tools/call whose last round started a task)
+_DROPPED = b"x"  # it was over max_outcome: [its size, the limit] in its place
+_DROPPED_ONCE = b"\x00"  # a `once` value over max_outcome (no JSON value starts so)
 _ENCODER = msgspec.json.Encoder()
 _KEEP = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)  # fn may have acted: keep it
 _RETRY_FIRST = 0.05  # seconds before an in-doubt outcome is written again, doubling ...
@@ -72,16 +78,20 @@ class Ledger:
     """Records each round's outcome and each `once` result in `store`.
 
     `lease` bounds how long a claim outlives a process that died holding it (seconds);
-    `wait` bounds how long a duplicate waits for the first redemption's outcome.
+    `wait` bounds how long a duplicate waits for the first redemption's outcome. An outcome
+    over `max_outcome` bytes is answered to its first request but kept as a marker only: a
+    replay of it gets OutcomeTooLarge (it is never run again).
     """
 
     def __init__(
-        self, store: Store, log: logging.Logger, *, lease: float = 30.0, wait: float = 60.0
+        self, store: Store, log: logging.Logger, *, lease: float = 30.0, wait: float = 60.0,
+        max_outcome: int = 1024 * 1024,
     ) -> None:
         self.store = store
         self._log = log
         self._lease = lease
         self._wait = wait
+        self._max_outcome = max_outcome
         self._running: dict[str, asyncio.Task[Any]] = {}  # once fns running here, by claim key
         self._doubt: dict[str, asyncio.Task[None]] = {}  # outcomes still being written, by key
         self._background: set[asyncio.Task[None]] = set()  # releases nobody waits for
@@ -110,7 +120,10 @@ class Ledger:
         result: R | InputRequiredResult = await self._guarded(key, run)
         tag = (_INPUT if isinstance(result, InputRequiredResult)
                else _TASK if isinstance(result, CreateTaskResult) else _FINAL)
-        await self._record(key, digest + tag + _ENCODER.encode(result), deadline)
+        body = _ENCODER.encode(result)
+        if len(body) > self._max_outcome:
+            tag, body = _DROPPED, self._dropped(key, len(body))
+        await self._record(key, digest + tag + body, deadline)
         return result
 
     async def once(
@@ -123,7 +136,12 @@ class Ledger:
         name = f"once:{flow_id}:{key}"
         claim = await self._claim(name, deadline)
         if claim.status is ClaimStatus.DONE:
-            return True, msgspec.json.decode(claim.outcome or b"null")
+            outcome = claim.outcome or b"null"
+            if outcome[:1] == _DROPPED_ONCE:
+                size, limit = msgspec.json.decode(outcome[1:])
+                raise outcome_too_large(f"The value of ctx.once({key!r})", size, limit,
+                                        kept=False)
+            return True, msgspec.json.decode(outcome)
         # Claimed: from here on fn's outcome is recorded, whatever happens to this request.
         task = asyncio.get_running_loop().create_task(self._run_once(name, deadline, fn))
         self._running[name] = task
@@ -205,8 +223,18 @@ class Ledger:
             timer.cancel()
             keeper.stop()
         # fn acted: a value JSON cannot carry keeps the claim (it lapses), it never frees it.
-        await self._record(name, _ENCODER.encode(msgspec.to_builtins(value)), deadline)
+        outcome = _ENCODER.encode(msgspec.to_builtins(value))
+        if len(outcome) > self._max_outcome:
+            outcome = _DROPPED_ONCE + self._dropped(name, len(outcome))
+        await self._record(name, outcome, deadline)
         return value
+
+    def _dropped(self, key: str, size: int) -> bytes:
+        """The marker kept instead of an outcome over max_outcome: [its size, the limit]."""
+        self._log.warning("the outcome of %s is %d bytes, over StoreLimits.max_outcome=%d: it "
+                          "is answered once and a marker kept, so a replay of it gets an error",
+                          key, size, self._max_outcome)
+        return _ENCODER.encode([size, self._max_outcome])
 
     def _ran(self, name: str, task: asyncio.Task[Any]) -> None:
         if self._running.get(name) is task:
@@ -289,6 +317,9 @@ class Ledger:
             self._log.warning("a redeemed round was presented again with other answers")
             raise InvalidRequestState("round already redeemed with other answers")
         tag, body = outcome[_DIGEST:_DIGEST + 1], outcome[_DIGEST + 1:]
+        if tag == _DROPPED:
+            size, limit = msgspec.json.decode(body)
+            raise outcome_too_large("The outcome of this round", size, limit, kept=False)
         if tag == _INPUT:
             return msgspec.json.decode(body, type=InputRequiredResult)
         if tag == _TASK:

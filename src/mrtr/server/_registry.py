@@ -29,6 +29,7 @@ from mrtr.server._entries import (
     TaskSupport,
     ToolEntry,
 )
+from mrtr.server._limits import StoreLimits
 from mrtr.server._outputs import output_checker, tool_output
 from mrtr.server._schema import (
     ask_fields,
@@ -80,6 +81,7 @@ class Server:
         cache: CachePolicy = CachePolicy(),  # noqa: B008 - frozen value object
         page_size: int = 100,
         tasks: TaskPolicy = TaskPolicy(),  # noqa: B008 - frozen value object
+        limits: StoreLimits = StoreLimits(),  # noqa: B008 - frozen value object
     ) -> None:
         self.name = name
         self.version = version
@@ -88,6 +90,7 @@ class Server:
         self.cache = cache
         self.page_size = page_size
         self.tasks = tasks  # TTL, poll interval, per-principal cap and lease of task tools
+        self.limits = limits  # bytes kept in the store for callers: per blob, per principal
         self.tables = Tables()
 
     # -- tools ---------------------------------------------------------------------------------

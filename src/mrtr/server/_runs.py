@@ -137,6 +137,8 @@ class Runner:
         rounds before `ctx.begin_task()` (the round reaching it returns the task)."""
         tasks, meta = self.tasks, request.params.meta
         assert tasks is not None
+        # LimitExceeded before anything runs: over max_arguments, or no room in the quota
+        await tasks.book.check_arguments(peer.principal, arguments)
         round_, ctx = self._open(request, peer, sink, entry.tool.name, arguments, flow_id)
         if not entry.task_later:
             if not entry.ask_if_missing:

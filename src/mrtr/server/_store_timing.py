@@ -66,9 +66,10 @@ class TimedStore:
         return await self._timed("add_once", lambda: self.store.add_once(
             key, amount, token=token, expires=expires))
 
-    async def admit(self, key: str, member: str, *, limit: int, expires: float) -> bool:
+    async def admit(self, key: str, member: str, *, limit: int, expires: float,
+                    weight: int = 1) -> bool:
         return await self._timed("admit", lambda: self.store.admit(
-            key, member, limit=limit, expires=expires))
+            key, member, limit=limit, expires=expires, weight=weight))
 
     async def dismiss(self, key: str, member: str) -> None:
         await self._timed("dismiss", lambda: self.store.dismiss(key, member))

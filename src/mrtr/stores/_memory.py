@@ -2,11 +2,16 @@
 
 # Design: a dict plus a heap of (expires, key) so cleanup is bounded: each call drops at most
 # _SWEEP expired entries. Single-threaded asyncio makes every method atomic without a lock.
-# Entries live until their flow deadline (up to an hour), so `max_entries` bounds the memory:
-# when full (after the sweep), a new entry is refused with StoreUnavailable, and the server
-# fails closed (the frozen -32603, reason logged) rather than grow or forget a redeemed round.
-# A key's slots are one entry (under "\x00s:" + key) holding {member: expires}, itself expiring
-# with its last member; admit prunes lapsed members first (at most `limit` of them).
+# Entries live until their flow deadline (up to an hour), so the memory is bounded twice: at
+# most `max_entries` entries and `max_bytes` bytes of keys, values and slot members. When
+# either is reached (after dropping every expired entry), a write that would add is refused
+# with StoreUnavailable, and the server fails closed (the frozen -32603, HTTP 503, reason
+# logged) rather than grow or forget a redeemed round: nothing is ever evicted. A claim or a
+# slot starts new work, so it is refused earlier, once the entries take max_bytes minus
+# 1/_HEADROOM: the outcomes of the work already running still find room. Values are kept as
+# exact-size copies, so the bytes counted are the bytes held. A key's slots are one entry
+# (under "\x00s:" + key) holding {member: (expires, weight)} and their running total, itself
+# expiring with its last member; lapsed members are dropped in deadline order (a heap).
 from __future__ import annotations
 
 import asyncio
@@ -19,36 +24,104 @@ from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus, StoreUnavailabl
 __all__ = ["MemoryStore"]
 
 _SWEEP = 64  # expired entries dropped per call at most
+_MEMBER = 16  # bytes a slot member counts beyond its name: its deadline and weight
+_HEADROOM = 8  # claims leave max_bytes / _HEADROOM for the outcomes of running work
+MAX_BYTES = 256 * 1024 * 1024  # the defaults: memory: in a URL, MemoryStore()
+MAX_ENTRIES = 100_000
+
+
+def _kept(value: bytes) -> bytes:
+    """A copy of `value` of its exact size: an encoder's output may hold half as much again
+    unused (msgspec grows its buffer), which max_bytes would not see."""
+    return bytes(memoryview(value))
 
 
 class _Entry:
-    __slots__ = ("count", "expires", "lease_until", "members", "outcome")
+    __slots__ = ("count", "expires", "lease_until", "members", "outcome", "size")
 
     def __init__(self, expires: float, lease_until: float = 0.0) -> None:
         self.expires = expires
         self.lease_until = lease_until
         self.outcome: bytes | None = None
         self.count = 0
-        self.members: dict[str, float] | None = None  # slots: member -> its deadline
+        self.members: _Slots | None = None  # a key's slots
+        self.size = 0  # bytes counted against max_bytes
+
+
+class _Slots:
+    """The members of one key's slots: {member: (deadline, weight)}, a heap of deadlines to
+    drop lapsed members in order, their total weight and the bytes they count."""
+
+    __slots__ = ("heap", "members", "size", "total")
+
+    def __init__(self) -> None:
+        self.members: dict[str, tuple[float, int]] = {}
+        self.heap: list[tuple[float, str]] = []
+        self.total = 0
+        self.size = 0
+
+    def add(self, member: str, until: float, weight: int) -> None:
+        self.members[member] = (until, weight)
+        self.total += weight
+        self.size += len(member) + _MEMBER
+        heapq.heappush(self.heap, (until, member))
+
+    def reweigh(self, member: str, weight: int) -> None:
+        until, old = self.members[member]
+        self.members[member] = (until, weight)
+        self.total += weight - old
+
+    def remove(self, member: str) -> int:
+        """Drop `member` (nothing when absent); the bytes freed."""
+        held = self.members.pop(member, None)
+        if held is None:
+            return 0
+        self.total -= held[1]
+        self.size -= len(member) + _MEMBER
+        if len(self.heap) > 2 * len(self.members) + 64:  # items of members dismissed early
+            self.heap = [(until, m) for m, (until, _) in self.members.items()]
+            heapq.heapify(self.heap)
+        return len(member) + _MEMBER
+
+    def prune(self, now: float) -> int:
+        """Drop the members whose deadline passed; the bytes freed."""
+        freed = 0
+        while self.heap and not now < self.heap[0][0]:
+            until, member = heapq.heappop(self.heap)
+            held = self.members.get(member)
+            if held is not None and held[0] == until:  # else dismissed, or admitted again
+                freed += self.remove(member)
+        return freed
 
 
 class MemoryStore:
     """A Store in this process's memory; `clock` returns epoch seconds.
 
-    At most `max_entries` live entries: past that, calls that would add one raise
-    StoreUnavailable until expired entries make room.
+    At most `max_entries` live entries and `max_bytes` bytes of keys, values and slot members:
+    past either, calls that would add raise StoreUnavailable until expired entries make room
+    (claims already at seven eighths of `max_bytes`).
     """
 
     def __init__(
-        self, *, clock: Callable[[], float] = time.time, max_entries: int = 100_000
+        self, *, clock: Callable[[], float] = time.time, max_entries: int = MAX_ENTRIES,
+        max_bytes: int = MAX_BYTES,
     ) -> None:
         if max_entries < 1:
             raise ValueError(f"max_entries must be at least 1, not {max_entries}")
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be at least 1, not {max_bytes}")
         self._clock = clock
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._bytes = 0
         self._entries: dict[str, _Entry] = {}
         self._heap: list[tuple[float, str]] = []
         self._waiting: dict[str, asyncio.Future[bytes]] = {}  # collect() calls, by key
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes of keys, values and slot members held now (expired ones until dropped)."""
+        return self._bytes
 
     def _live(self, key: str, now: float) -> _Entry | None:
         entry = self._entries.get(key)
@@ -58,34 +131,64 @@ class MemoryStore:
             return None  # a lapsed claim counts as absent
         return entry
 
-    def _put(self, key: str, entry: _Entry, now: float) -> None:
-        for _ in range(_SWEEP):
-            if not self._heap or now < self._heap[0][0]:
-                break
+    def _sweep(self, now: float, most: int | None) -> None:
+        """Drop expired entries, `most` at a time (None: all of them)."""
+        dropped = 0
+        while self._heap and not now < self._heap[0][0] and (most is None or dropped < most):
             _, old = heapq.heappop(self._heap)
             stale = self._entries.get(old)
             if stale is not None and not now < stale.expires:
-                del self._entries[old]
-        if len(self._entries) >= self.max_entries and key not in self._entries:
-            raise StoreUnavailable(f"memory store full ({self.max_entries} entries)")
+                self._drop(old)
+            dropped += 1
+
+    def _drop(self, key: str) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._bytes -= entry.size
+
+    def _put(self, key: str, entry: _Entry, now: float, *, new_work: bool = False) -> None:
+        self._sweep(now, _SWEEP)
+        entry.size = len(key) + (len(entry.outcome) if entry.outcome is not None else 0)
+        if entry.members is not None:
+            entry.size += entry.members.size
+        self._make_room(key, entry.size, now, new_work=new_work)
+        old = self._entries.get(key)
+        self._bytes += entry.size - (old.size if old is not None else 0)
         self._entries[key] = entry
         heapq.heappush(self._heap, (entry.expires, key))
         if len(self._heap) > 2 * self.max_entries:  # stale items of replaced/released entries
             self._heap = [(e.expires, k) for k, e in self._entries.items()]
             heapq.heapify(self._heap)
 
+    def _make_room(self, key: str, size: int, now: float, *, new_work: bool) -> None:
+        """Raise StoreUnavailable unless `size` more bytes under `key` fit (nothing evicted)."""
+        old = self._entries.get(key)
+        grow = size - (old.size if old is not None else 0)
+        budget = self.max_bytes - (self.max_bytes // _HEADROOM if new_work else 0)
+        if (old is None and len(self._entries) >= self.max_entries) or (
+                grow > 0 and self._bytes + grow > budget):
+            self._sweep(now, None)  # only on this path: every expired entry goes first
+            old = self._entries.get(key)
+            grow = size - (old.size if old is not None else 0)
+        if old is None and len(self._entries) >= self.max_entries:
+            raise StoreUnavailable(f"memory store full ({self.max_entries} entries)")
+        if grow > 0 and self._bytes + grow > budget:
+            raise StoreUnavailable(
+                f"memory store full ({self._bytes} bytes held, {grow} more would pass "
+                f"{'7/8 of ' if new_work else ''}max_bytes={self.max_bytes})")
+
     async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
         now = self._clock()
         entry = self._live(key, now)
         if entry is not None:
             return Claim(ClaimStatus.DONE, entry.outcome) if entry.outcome is not None else RUNNING
-        self._put(key, _Entry(expires, now + lease), now)
+        self._put(key, _Entry(expires, now + lease), now, new_work=True)
         return NEW
 
     async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
         now = self._clock()
         entry = _Entry(expires)
-        entry.outcome = bytes(outcome)
+        entry.outcome = _kept(outcome)
         self._put(key, entry, now)
 
     async def put_if_absent(self, key: str, outcome: bytes, *, expires: float) -> Claim:
@@ -94,7 +197,7 @@ class MemoryStore:
         if entry is not None:
             return Claim(ClaimStatus.DONE, entry.outcome) if entry.outcome is not None else RUNNING
         stored = _Entry(expires)
-        stored.outcome = bytes(outcome)
+        stored.outcome = _kept(outcome)
         self._put(key, stored, now)
         return NEW
 
@@ -109,7 +212,7 @@ class MemoryStore:
     async def release(self, key: str) -> None:
         entry = self._entries.get(key)
         if entry is not None and entry.outcome is None:
-            del self._entries[key]
+            self._drop(key)
 
     async def get(self, key: str) -> Claim | None:
         entry = self._live(key, self._clock())
@@ -140,39 +243,57 @@ class MemoryStore:
             counter.count += amount
         return counter.count
 
-    def _slots(self, key: str, now: float) -> dict[str, float]:
-        entry = self._live("\x00s:" + key, now)
+    def _slots(self, name: str, now: float) -> tuple[_Entry, _Slots] | None:
+        """The live slots entry `name` with its lapsed members dropped; None when absent."""
+        entry = self._live(name, now)
         if entry is None or entry.members is None:
-            return {}
-        members = entry.members
-        for member in [m for m, until in members.items() if not now < until]:
-            del members[member]
-        return members
+            return None
+        freed = entry.members.prune(now)
+        entry.size -= freed
+        self._bytes -= freed
+        return entry, entry.members
 
-    async def admit(self, key: str, member: str, *, limit: int, expires: float) -> bool:
-        now = self._clock()
-        members = self._slots(key, now)
-        if member in members:
-            return True
-        if len(members) >= limit or not now < expires:
+    async def admit(self, key: str, member: str, *, limit: int, expires: float,
+                    weight: int = 1) -> bool:
+        now, name = self._clock(), "\x00s:" + key
+        found = self._slots(name, now)
+        if found is not None:
+            entry, slots = found
+            held = slots.members.get(member)
+            if held is not None:  # it holds a slot: only a heavier weight must fit
+                if weight > held[1] and slots.total - held[1] + weight > limit:
+                    return False
+                slots.reweigh(member, weight)
+                return True
+        if (found[1].total if found is not None else 0) + weight > limit or not now < expires:
             return False
-        name = "\x00s:" + key
-        entry = self._entries.get(name)
-        if entry is None or entry.members is not members or entry.expires < expires:
-            grown = _Entry(max(expires, *members.values()) if members else expires)
-            grown.lease_until = grown.expires  # never a lapsed claim: live until its last member
-            grown.members = members
-            self._put(name, grown, now)
-        members[member] = expires
+        if found is None:
+            entry = _Entry(expires, lease_until=expires)  # never a lapsed claim
+            entry.members = _Slots()
+            entry.members.add(member, expires, weight)
+            self._put(name, entry, now, new_work=True)
+            return True
+        entry, slots = found
+        grow = len(member) + _MEMBER
+        self._make_room(name, entry.size + grow, now, new_work=True)
+        slots.add(member, expires, weight)
+        entry.size += grow
+        self._bytes += grow
+        if entry.expires < expires:  # the entry lives as long as its last member
+            entry.expires = entry.lease_until = expires
+            heapq.heappush(self._heap, (expires, name))
         return True
 
     async def dismiss(self, key: str, member: str) -> None:
         entry = self._entries.get("\x00s:" + key)
         if entry is not None and entry.members is not None:
-            entry.members.pop(member, None)
+            freed = entry.members.remove(member)
+            entry.size -= freed
+            self._bytes -= freed
 
     async def admitted(self, key: str) -> int:
-        return len(self._slots(key, self._clock()))
+        found = self._slots("\x00s:" + key, self._clock())
+        return found[1].total if found is not None else 0
 
     async def deliver(self, key: str, message: bytes, *, expires: float) -> None:
         waiter = self._waiting.pop(key, None)
@@ -185,7 +306,7 @@ class MemoryStore:
         box = "\x00m:" + key
         entry = self._live(box, self._clock())
         if entry is not None and entry.outcome is not None:
-            del self._entries[box]
+            self._drop(box)
             return entry.outcome
         waiter: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._waiting[key] = waiter
@@ -201,6 +322,7 @@ class MemoryStore:
     async def aclose(self) -> None:
         self._entries.clear()
         self._heap.clear()
+        self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -4,9 +4,9 @@
 # claim is one Lua script (GET, else SET PX lease), so it is atomic and takes one round trip;
 # complete is SET PX until the deadline, so Redis's own expiry is the cleanup. Counters are
 # plain INCRBY + PEXPIRE in a MULTI. A key's slots are a sorted set scored by each member's
-# deadline (this process's clock, as every deadline here); admit is one script that drops the
-# lapsed members, counts and adds. Every command is bounded by socket timeouts plus
-# asyncio.timeout; any failure is StoreUnavailable.
+# deadline (this process's clock, as every deadline here) with a hash of their weights and
+# total; admit is one script that drops the lapsed members, totals and adds. Every command is
+# bounded by socket timeouts plus asyncio.timeout; any failure is StoreUnavailable.
 # Durable only: a record lost in a Redis restart lets a finished round run again, so before its
 # first command the store checks that Redis persists every write (appendonly yes: CONFIG GET,
 # else INFO persistence where a managed Redis hides CONFIG) and refuses otherwise, naming the
@@ -44,17 +44,67 @@ if v then return v end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return false
 """
-# ARGV: now, member, limit, the member's deadline (epoch seconds). The set lives as long as its
-# last member; 1 when the member holds a slot.
+# KEYS: the set (member -> its deadline), its weights (w:<member> -> weight, t -> their total;
+# a set from before weights has none: each member weighs 1). ARGV: now, member, limit, the
+# member's deadline (epoch seconds), its weight. Lapsed members go first; both keys live as
+# long as the last member. 1 when the member holds a slot.
 _ADMIT = """
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-if redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 1 end
-local now, deadline = tonumber(ARGV[1]), tonumber(ARGV[4])
-if deadline <= now or redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[4], ARGV[2])
+local now, limit, weight = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[5])
+local total = 0
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  total = tonumber(redis.call('HGET', KEYS[2], 't') or redis.call('ZCARD', KEYS[1]))
+end
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+for _, m in ipairs(gone) do
+  total = total - tonumber(redis.call('HGET', KEYS[2], 'w:' .. m) or '1')
+  redis.call('HDEL', KEYS[2], 'w:' .. m)
+end
+if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1]) end
+local granted = 0
+if redis.call('ZSCORE', KEYS[1], ARGV[2]) then
+  local old = tonumber(redis.call('HGET', KEYS[2], 'w:' .. ARGV[2]) or '1')
+  if weight <= old or total - old + weight <= limit then
+    total = total - old + weight
+    redis.call('HSET', KEYS[2], 'w:' .. ARGV[2], weight)
+    granted = 1
+  end
+elseif tonumber(ARGV[4]) > now and total + weight <= limit then
+  redis.call('ZADD', KEYS[1], ARGV[4], ARGV[2])
+  redis.call('HSET', KEYS[2], 'w:' .. ARGV[2], weight)
+  total = total + weight
+  granted = 1
+end
+if granted == 0 and #gone == 0 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('DEL', KEYS[2])
+  return granted
+end
+redis.call('HSET', KEYS[2], 't', total)
 local last = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
-redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil((last - now) * 1000)))
-return 1
+local ms = math.max(1, math.ceil((last - now) * 1000))
+redis.call('PEXPIRE', KEYS[1], ms)
+redis.call('PEXPIRE', KEYS[2], ms)
+return granted
+"""
+_DISMISS = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  local t = redis.call('HGET', KEYS[2], 't')
+  if t then
+    local w = tonumber(redis.call('HGET', KEYS[2], 'w:' .. ARGV[1]) or '1')
+    redis.call('HSET', KEYS[2], 't', tonumber(t) - w)
+  end
+  redis.call('HDEL', KEYS[2], 'w:' .. ARGV[1])
+end
+return 0
+"""
+# The live members' total weight: the stored total less the lapsed members' weights.
+_ADMITTED = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local total = tonumber(redis.call('HGET', KEYS[2], 't') or redis.call('ZCARD', KEYS[1]))
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])) do
+  total = total - tonumber(redis.call('HGET', KEYS[2], 'w:' .. m) or '1')
+end
+return total
 """
 _RENEW = """
 if redis.call('GET', KEYS[1]) == 'r' then return redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
@@ -111,6 +161,8 @@ class RedisStore:
         self._add_once = self._redis.register_script(_ADD_ONCE)
         self._put_new = self._redis.register_script(_PUT_NEW)
         self._admit = self._redis.register_script(_ADMIT)
+        self._dismiss = self._redis.register_script(_DISMISS)
+        self._admitted = self._redis.register_script(_ADMITTED)
         self._prefix = prefix
         self._timeout = timeout
         self._clock = clock
@@ -233,17 +285,20 @@ class RedisStore:
             keys=keys, args=[amount, self._ms(expires)]))
         return int(found)
 
-    async def admit(self, key: str, member: str, *, limit: int, expires: float) -> bool:
-        args: list[str | int] = [repr(self._clock()), member, limit, repr(expires)]
-        return bool(await self._call("admit", self._admit(keys=[self._prefix + "z:" + key],
-                                                          args=args)))
+    def _slot_keys(self, key: str) -> list[str]:
+        return [self._prefix + "z:" + key, self._prefix + "zw:" + key]
+
+    async def admit(self, key: str, member: str, *, limit: int, expires: float,
+                    weight: int = 1) -> bool:
+        args: list[str | int] = [repr(self._clock()), member, limit, repr(expires), weight]
+        return bool(await self._call("admit", self._admit(keys=self._slot_keys(key), args=args)))
 
     async def dismiss(self, key: str, member: str) -> None:
-        await self._call("dismiss", self._redis.zrem(self._prefix + "z:" + key, member))
+        await self._call("dismiss", self._dismiss(keys=self._slot_keys(key), args=[member]))
 
     async def admitted(self, key: str) -> int:
-        found = await self._call("admitted", self._redis.zcount(
-            self._prefix + "z:" + key, f"({self._clock()!r}", "+inf"))
+        found = await self._call("admitted", self._admitted(keys=self._slot_keys(key),
+                                                            args=[repr(self._clock())]))
         return int(found)
 
     async def deliver(self, key: str, message: bytes, *, expires: float) -> None:

@@ -11,8 +11,8 @@
 # inline: the loop's connection does not checkpoint (the thread does, every _CHECKPOINT inline
 # commits) and expired rows are swept on the thread, _SWEEP rows at most every `sweep_every`
 # seconds. A timeout or any sqlite error is StoreUnavailable. A slot is a row of its own
-# ("\x00s:" key NUL member, count 1: never a claim); admit counts a key's live rows by a range
-# of the primary key inside the batch's BEGIN IMMEDIATE, so no other process admits between.
+# ("\x00s:" key NUL member, count its weight: never a claim); admit sums a key's live rows by a
+# range of the primary key inside the batch's BEGIN IMMEDIATE, so no other process admits between.
 from __future__ import annotations
 
 import asyncio
@@ -62,7 +62,9 @@ _INSERT_NEW = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, co
                " outcome = :outcome, lease_until = 0.0, expires = :expires, count = NULL"
                " WHERE NOT (expires > :now AND count IS NULL"
                " AND (outcome IS NOT NULL OR lease_until > :now))")
-_SLOTS = "SELECT count(*) FROM mrtr_entries WHERE key > ? AND key < ? AND expires > ?"
+_SLOTS = ("SELECT coalesce(sum(count), 0) FROM mrtr_entries WHERE key > ? AND key < ?"
+          " AND expires > ?")
+_REWEIGH = "UPDATE mrtr_entries SET count = ? WHERE key = ?"
 _DELETE_EXPIRED = ("DELETE FROM mrtr_entries WHERE key IN (SELECT key FROM mrtr_entries"
                    " WHERE expires <= ? LIMIT ?)")
 
@@ -284,17 +286,22 @@ class SQLiteStore:
 
         return int(await self._call(step))
 
-    async def admit(self, key: str, member: str, *, limit: int, expires: float) -> bool:
+    async def admit(self, key: str, member: str, *, limit: int, expires: float,
+                    weight: int = 1) -> bool:
         low, slot = "\x00s:" + key + "\x00", "\x00s:" + key + "\x00" + member
 
         def step(db: sqlite3.Connection, now: float) -> bool:
             row = db.execute(_SELECT, (slot,)).fetchone()
-            if row is not None and now < row[2]:
+            held = row[3] if row is not None and now < row[2] else None  # its weight
+            if held is not None and weight <= held:  # no heavier: it keeps its slot
+                if weight != held:
+                    db.execute(_REWEIGH, (weight, slot))
                 return True
-            live = db.execute(_SLOTS, (low, "\x00s:" + key + "\x01", now)).fetchone()[0]
-            if live >= limit or not now < expires:
+            total = db.execute(_SLOTS, (low, "\x00s:" + key + "\x01", now)).fetchone()[0]
+            if total - (held or 0) + weight > limit or (held is None and not now < expires):
                 return False
-            db.execute(_UPSERT, (slot, None, 0.0, expires, 1))
+            db.execute(_UPSERT, (slot, None, 0.0, row[2] if held is not None else expires,
+                                 weight))
             return True
 
         return bool(await self._call(step))

@@ -5,8 +5,9 @@
 # seconds: NEW), held under a live lease (RUNNING), or finished (DONE, with its outcome bytes).
 # A lapsed lease counts as absent, so a process that died holding a claim frees it by itself.
 # `put_if_absent` is claim and complete in one step: the first outcome stored under a key wins
-# (a compare-and-set from absent). Slots are bounded sets: `admit` counts a key's live members
-# and adds one only under the limit, in one atomic step; each member lapses at its own deadline.
+# (a compare-and-set from absent). Slots are bounded sets: `admit` totals the weights of a key's
+# live members and adds one only if it fits under the limit, in one atomic step; each member
+# lapses at its own deadline (weight 1: a count of live tasks; bytes: a principal's byte quota).
 # Deadlines are absolute epoch seconds (the flow deadline); past it an entry is gone. Every
 # call is bounded by the store's timeout and raises StoreUnavailable instead of hanging: the
 # server fails closed (-32603, HTTP 503 with Retry-After, reason logged) rather than run
@@ -97,12 +98,16 @@ class Store(Protocol):
         """
         ...
 
-    async def admit(self, key: str, member: str, *, limit: int, expires: float) -> bool:
-        """Add `member` to the slots `key` unless `limit` live members hold it already.
+    async def admit(self, key: str, member: str, *, limit: int, expires: float,
+                    weight: int = 1) -> bool:
+        """Add `member`, weighing `weight`, to the slots `key` unless the live members' total
+        weight would pass `limit`.
 
-        One atomic step, across processes: count the live members, add one only under the
-        limit; True when `member` holds a slot (added now, or already there: not counted
-        twice). A member lives until its own `expires` or `dismiss`; a refusal changes nothing.
+        One atomic step, across processes: total the live members' weights, add one only if
+        its weight fits; True when `member` holds a slot (added now, or already there: not
+        counted twice, and given the new weight if it is no heavier or still fits). A member
+        lives until its own `expires` or `dismiss`; a refusal changes nothing. Weight 1 counts
+        members (live tasks); bytes as weights make a byte quota.
         """
         ...
 
@@ -111,7 +116,7 @@ class Store(Protocol):
         ...
 
     async def admitted(self, key: str) -> int:
-        """How many live members hold slots in `key`."""
+        """The total weight of the live members of `key`'s slots (their number, at weight 1)."""
         ...
 
     async def deliver(self, key: str, message: bytes, *, expires: float) -> None:

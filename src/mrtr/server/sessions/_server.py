@@ -27,6 +27,7 @@ import msgspec
 from mrtr.errors import (
     InvalidParams,
     InvalidRequest,
+    LimitExceeded,
     MethodNotFound,
     ProtocolError,
 )
@@ -99,7 +100,8 @@ class SessionServer:
         sealer = dispatcher.sealer.for_audience(f"{name} mcp-session", ttl=session_ttl)
         self.sessions = Sessions(sealer, ttl=session_ttl, limits=limits, store=dispatcher.store,
                                  logger=self.log)
-        self.answers = AnswerChannel(dispatcher.store, ttl=ask_timeout, logger=self.log)
+        self.answers = AnswerChannel(dispatcher.store, ttl=ask_timeout, logger=self.log,
+                                     limits=dispatcher.limits)
         self._local = local_methods(dispatcher.server)
 
     # -- handshake ---------------------------------------------------------------------------------
@@ -159,7 +161,7 @@ class SessionServer:
         """
         method = message.get("method")
         if not isinstance(method, str):
-            await self._response(session, message)
+            await self._response(session, message, peer.principal)
             return None
         if "id" not in message:
             self._notification(session, method, message.get("params"))
@@ -184,7 +186,8 @@ class SessionServer:
             session.inflight.pop(request_id, None)
             self.sessions.touch(session)
 
-    async def _response(self, session: Session, message: JSONObject) -> None:
+    async def _response(self, session: Session, message: JSONObject,
+                        principal: str | None) -> None:
         """A client's response to a server request: to the request awaiting it here, else to
         the store when another process issued it, else dropped (never stored)."""
         if session.resolve(message):
@@ -192,7 +195,7 @@ class SessionServer:
         request_id = message.get("id")
         origin = session.origin(request_id)
         if origin == "elsewhere":
-            await self.answers.pass_on(session.id, message)
+            await self.answers.pass_on(session.id, message, principal)
         elif origin == "here":
             self.log.info("a response to server request %r came after its ask ended: dropped",
                           request_id)
@@ -282,9 +285,11 @@ class SessionServer:
             if answered == self.max_rounds:
                 break
             try:
-                answers = await self._fulfil(session, result, outbound, urls)
+                answers = await self._fulfil(session, result, outbound, urls, peer.principal)
             except _AskFailed as exc:
                 return ask_failed(request.get("id"), request.get("method"), exc.text, self.log)
+            except LimitExceeded as exc:  # an answer over StoreLimits.max_answer
+                return error_reply(request.get("id"), exc)
             params = {**request["params"], "inputResponses": answers}
             if result.request_state is not UNSET:
                 params["requestState"] = result.request_state
@@ -293,11 +298,12 @@ class SessionServer:
                                self.log)
 
     async def _fulfil(
-        self, session: Session, result: InputRequiredResult, outbound: Outbound, urls: list[str]
+        self, session: Session, result: InputRequiredResult, outbound: Outbound, urls: list[str],
+        principal: str | None,
     ) -> JSONObject:
         asks = result.input_requests if result.input_requests is not UNSET else {}
         keys = list(asks)
-        tasks = [asyncio.ensure_future(self._ask(session, asks[key], outbound, urls))
+        tasks = [asyncio.ensure_future(self._ask(session, asks[key], outbound, urls, principal))
                  for key in keys]
         try:
             answers = await asyncio.gather(*tasks)
@@ -308,7 +314,8 @@ class SessionServer:
         return dict(zip(keys, answers, strict=True))
 
     async def _ask(
-        self, session: Session, ask: InputRequest, outbound: Outbound, urls: list[str]
+        self, session: Session, ask: InputRequest, outbound: Outbound, urls: list[str],
+        principal: str | None,
     ) -> JSONObject:
         method = ask.method
         params = msgspec.to_builtins(ask.params) if ask.params is not UNSET else {}
@@ -318,7 +325,7 @@ class SessionServer:
                 urls.append(params["elicitationId"])
             elif session.version != "2025-11-25":
                 params.pop("mode", None)  # form is the only mode before 2025-11-25
-        elsewhere = self.answers.elsewhere(session.id)
+        elsewhere = self.answers.elsewhere(session.id, principal)
         try:
             response = await session.request(method, params, outbound, self.ask_timeout,
                                              elsewhere=elsewhere)
@@ -327,6 +334,7 @@ class SessionServer:
                 f"The client did not answer the {method} request within "
                 f"{self.ask_timeout:g} seconds."
             ) from None
+        self.answers.check(method, response)  # LimitExceeded: over StoreLimits.max_answer
         answer = response.get("result")
         if isinstance(answer, dict):
             return answer

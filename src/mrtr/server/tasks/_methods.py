@@ -56,9 +56,12 @@ class TaskMethods:
         record = await self._find(params.meta, params.task_id, peer)
         if not record.terminal:
             book = self.runner.book
-            for key, response in params.input_responses.items():
-                if key in record.open:  # unknown, settled and superseded keys: acked, ignored
-                    await book.answer(record, key, response)
+            # Unknown, settled and superseded keys: acked, ignored. Every answer is measured
+            # before any is stored: one over StoreLimits.max_answer stores none.
+            blobs = {key: book.encoded_answer(key, response)
+                     for key, response in params.input_responses.items() if key in record.open}
+            for key, blob in blobs.items():
+                await book.answer(record, key, blob)
             await self.runner.resume(record)
         return UpdateTaskResult(meta=self.runner.meta)
 

@@ -15,21 +15,31 @@ and the live-task slots of each principal."""
 # A record keeps the principal as the plain string requestState binds to (never the object), and
 # an OAuth principal's issuer, subject, client id and scopes, so the handler sees the same
 # `ctx.identity` on every replica.
+# Bytes (StoreLimits, server/_limits.py): every record and answer is counted, by its key and
+# size, in its principal's quota (weighted slots lapsing with the task) before it is written;
+# over it, LimitExceeded and nothing written. An answer over max_answer is refused first. The
+# end record is slim (no arguments, journal or request `_meta`: nothing resumes an ended task),
+# and once it is written a working record larger by _CUT is cut down to the same, so an ended
+# task keeps little more than its result until its TTL.
 from __future__ import annotations
 
+import contextlib
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import msgspec
 
+from mrtr.errors import ProtocolError
 from mrtr.protocol import JSON, JSONObject
+from mrtr.server._failures import over_limit, over_quota
 from mrtr.server._journal import FlowState
+from mrtr.server._limits import StoreLimits, quota_key
 from mrtr.server._peer import Peer, Principal
 from mrtr.stores import ClaimStatus, Store
 
-__all__ = ["TaskBook", "TaskPolicy", "TaskRecord", "identity_of", "iso_time", "new_task_id",
-           "plain_principal", "task_peer"]
+__all__ = ["TaskBook", "TaskPolicy", "TaskRecord", "ended", "identity_of", "iso_time",
+           "new_task_id", "plain_principal", "task_peer"]
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
@@ -83,6 +93,17 @@ class TaskRecord(msgspec.Struct, kw_only=True):
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(TaskRecord)
+_CUT = 1024  # bytes a working record must outweigh its end by to be rewritten when it ends
+_CHECK_EARLY = 16 * 1024  # arguments this large are checked against the quota before anything
+
+
+def ended(record: TaskRecord, status: str, now: float, *, result: JSONObject | None = None,
+          error: JSONObject | None = None) -> TaskRecord:
+    """The terminal record of `record`: what `tasks/get` shows, without what only a resumed
+    task needs (arguments, journal, the request's `_meta`)."""
+    return msgspec.structs.replace(
+        record, status=status, updated_at=now, open=[], asked={}, keys={}, arguments={},
+        meta={}, flow=FlowState(), result=result, error=error)
 
 
 def plain_principal(principal: str | None) -> str | None:
@@ -119,11 +140,13 @@ def iso_time(epoch: float) -> str:
 
 
 class TaskBook:
-    """Reads and writes task records and their side keys in one Store."""
+    """Reads and writes task records and their side keys in one Store, within `limits`."""
 
-    def __init__(self, store: Store, policy: TaskPolicy) -> None:
+    def __init__(self, store: Store, policy: TaskPolicy,
+                 limits: StoreLimits = StoreLimits()) -> None:  # noqa: B008 - frozen value
         self.store = store
         self.policy = policy
+        self.limits = limits
 
     # -- the record ----------------------------------------------------------------------------
     async def load(self, task_id: str) -> TaskRecord | None:
@@ -135,15 +158,82 @@ class TaskBook:
         return None
 
     async def save(self, record: TaskRecord) -> None:
-        """Write the working record (the lease holder only); an ended task ignores it."""
-        await self.store.complete("task:" + record.task_id, _ENCODER.encode(record),
-                                  expires=record.expires)
+        """Write the working record (the lease holder only); an ended task ignores it.
 
-    async def end(self, record: TaskRecord) -> bool:
-        """Store the terminal `record` unless the task already ended; True when this one won."""
-        found = await self.store.put_if_absent(f"task:{record.task_id}:end",
-                                               _ENCODER.encode(record), expires=record.expires)
-        return found.status is ClaimStatus.NEW
+        Raises LimitExceeded when it would take its principal past the quota.
+        """
+        blob = _ENCODER.encode(record)
+        await self.charge(record, "task:" + record.task_id, len(blob))
+        await self.store.complete("task:" + record.task_id, blob, expires=record.expires)
+
+    async def end(self, record: TaskRecord, *, counted: bool = True,
+                  working: int = 0) -> bool:
+        """Store the terminal `record` (slim: see `ended`) unless the task already ended; True
+        when this one won. `working` is the size of the working record: when it is large (the
+        arguments, the journal), it is then cut down to the end's small part.
+
+        Raises LimitExceeded, nothing stored, when it would take its principal past the quota
+        (`counted=False`: stored anyway, for the small failure that must end the task).
+        """
+        name = f"task:{record.task_id}:end"
+        blob = _ENCODER.encode(record)
+        counter = f"{name}:{secrets.token_hex(4)}"  # this attempt's: a losing one gives it back
+        if counted:
+            await self.charge(record, counter, len(blob))
+        found = await self.store.put_if_absent(name, blob, expires=record.expires)
+        if found.status is not ClaimStatus.NEW:
+            if counted:
+                await self.uncharge(record.principal, counter)
+            return False
+        # Nothing reads the working record of an ended task (`load` reads the end first): keep
+        # only the end's small part there, so the arguments and journal leave the store now.
+        stub = _ENCODER.encode(msgspec.structs.replace(record, result=None, error=None))
+        if working > len(stub) + _CUT:
+            with contextlib.suppress(ProtocolError):  # the end stands; the rest lapses at TTL
+                await self.charge(record, "task:" + record.task_id, len(stub))  # lighter: fits
+                await self.store.complete("task:" + record.task_id, stub,
+                                          expires=record.expires)
+        return True
+
+    async def charge(self, record: TaskRecord, key: str, size: int) -> None:
+        """Count `size` bytes under `key` in the quota of the record's principal (until the
+        task expires; a key counted again is counted at its new size).
+
+        Raises LimitExceeded, nothing counted, when that would pass the quota.
+        """
+        quota, setting = self.limits.quota(record.principal)
+        if not await self.store.admit(quota_key(record.principal), key, limit=quota,
+                                      expires=record.expires, weight=size):
+            raise over_quota(size, quota, setting)
+
+    async def uncharge(self, principal: str | None, key: str) -> None:
+        """Stop counting `key` for `principal` (what it counted was not stored after all)."""
+        await self.store.dismiss(quota_key(principal), key)
+
+    async def check_arguments(self, principal: str | None, arguments: dict[str, JSON]) -> None:
+        """Raise LimitExceeded for arguments over StoreLimits.max_arguments, or (large ones)
+        more than the principal's quota has room for now: before anything runs or is built, so
+        a refused call costs no record. `save` counts them for good."""
+        size = len(_ENCODER.encode(arguments))
+        if size > self.limits.max_arguments:
+            raise over_limit("The task's arguments", size, self.limits.max_arguments,
+                             "StoreLimits.max_arguments",
+                             ": a task keeps them until it ends; pass large inputs by "
+                             "reference (a resource URI or URL) instead")
+        if size < _CHECK_EARLY:
+            return  # small: `save` counts it, at the cost of building one small record
+        principal = plain_principal(principal)
+        quota, setting = self.limits.quota(principal)
+        if await self.store.admitted(quota_key(principal)) + size > quota:
+            raise over_quota(size, quota, setting)
+
+    def encoded_answer(self, key: str, response: object) -> bytes:
+        """`response` as stored; raises LimitExceeded when over StoreLimits.max_answer."""
+        blob = _ENCODER.encode(response)
+        if len(blob) > self.limits.max_answer:
+            raise over_limit(f"The answer to {key!r}", len(blob), self.limits.max_answer,
+                             "StoreLimits.max_answer")
+        return blob
 
     # -- the run lease -------------------------------------------------------------------------
     async def acquire(self, record: TaskRecord) -> bool:
@@ -162,12 +252,20 @@ class TaskBook:
         return await self.store.get(f"task:{task_id}:run") is not None
 
     # -- answers and cancellation --------------------------------------------------------------
-    async def answer(self, record: TaskRecord, key: str, response: JSONObject) -> None:
-        """Store the first answer to the open `key`; later ones are ignored."""
+    async def answer(self, record: TaskRecord, key: str, blob: bytes) -> None:
+        """Store the first answer (`encoded_answer`) to the open `key`; later ones are ignored.
+
+        Raises LimitExceeded, nothing stored, when it would pass the principal's quota.
+        """
         name = f"task:{record.task_id}:in:{key}"
         claim = await self.store.claim(name, lease=self.policy.lease, expires=record.expires)
         if claim.status is ClaimStatus.NEW:
-            await self.store.complete(name, _ENCODER.encode(response), expires=record.expires)
+            try:
+                await self.charge(record, name, len(blob))
+            except BaseException:
+                await self.store.release(name)  # not answered: a smaller answer may come
+                raise
+            await self.store.complete(name, blob, expires=record.expires)
 
     async def answers(self, record: TaskRecord) -> dict[str, JSONObject]:
         """The stored answers to the record's open keys."""

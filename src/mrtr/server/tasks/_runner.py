@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from mrtr.errors import ProtocolError
+from mrtr.errors import LimitExceeded, ProtocolError
 from mrtr.protocol import (
     UNSET,
     CallToolResult,
@@ -33,7 +33,7 @@ from mrtr.protocol import (
 )
 from mrtr.server._context import Context, StartTask
 from mrtr.server._entries import Tables, ToolEntry
-from mrtr.server._failures import task_error, too_many_tasks, tool_failure
+from mrtr.server._failures import outcome_too_large, task_error, too_many_tasks, tool_failure
 from mrtr.server._journal import FlowState
 from mrtr.server._peer import Peer
 from mrtr.server._results import checked_tool_result
@@ -42,6 +42,7 @@ from mrtr.server._sealing import Binding
 from mrtr.server.tasks._records import (
     TaskBook,
     TaskRecord,
+    ended,
     identity_of,
     iso_time,
     new_task_id,
@@ -86,7 +87,10 @@ class _InTask:
         if record.status_message != message:
             record.status_message = message
             record.updated_at = self._runner.clock()
-            await self._runner.book.save(record)
+            try:
+                await self._runner.book.save(record)
+            except LimitExceeded as exc:  # a status is not worth failing the task for
+                self._runner.log.warning("task %s: status not saved: %s", record.task_id, exc)
 
 
 class _TaskRound(Round):
@@ -150,16 +154,21 @@ class TaskRunner:
                 created_at=now, updated_at=now, expires=expires, ttl_ms=policy.ttl_ms,
                 poll_interval_ms=policy.poll_interval_ms, flow=flow, status_message=_STARTED)
             await self.book.acquire(record)  # a fresh id: ours; taken before it is visible
-            await self.book.save(record)
+            await self.book.save(record)  # LimitExceeded: the principal's quota is full
         except BaseException:  # no task: give the slot back (a store that is down keeps it
             with contextlib.suppress(Exception):  # until the task's deadline, no longer)
-                await asyncio.shield(self.book.free(principal, task_id))
+                await asyncio.shield(self._unmake(principal, task_id))
             raise
         self._start(record)
         return CreateTaskResult(
             task_id=record.task_id, status="working", status_message=_STARTED,
             created_at=iso_time(now), last_updated_at=iso_time(now), ttl_ms=record.ttl_ms,
             poll_interval_ms=record.poll_interval_ms, meta=self.meta)
+
+    async def _unmake(self, principal: str | None, task_id: str) -> None:
+        """Give back what a creation that failed took: its slot and its bytes in the quota."""
+        await self.book.free(principal, task_id)
+        await self.book.uncharge(principal, "task:" + task_id)
 
     def _refusal(self, principal: str | None) -> CallToolResult:
         cap = self.book.policy.cap(principal)
@@ -269,7 +278,10 @@ class TaskRunner:
             return _End("failed", error=task_error(exc, record.tool, self.log))
         if round_.parked is None:
             return _End("completed", result=out)
-        return await self._park(record, answers, round_.parked, out)
+        try:
+            return await self._park(record, answers, round_.parked, out)
+        except LimitExceeded as exc:  # its record outgrew the principal's quota: it ends here
+            return _End("failed", error=task_error(exc, record.tool, self.log))
 
     async def _run(self, entry: ToolEntry, round_: Round, ctx: Context,
                    arguments: dict[str, Any]) -> Any:
@@ -307,14 +319,27 @@ class TaskRunner:
                       error: JSONObject | None = None) -> bool:
         """End the task (unless it already ended), free its lease and its principal's slot.
 
-        True when this call wrote the end; a task that already ended keeps its first end.
+        True when this call wrote the end; a task that already ended keeps its first end. A
+        result over StoreLimits.max_outcome, or one its principal's quota cannot hold, fails
+        the task with the error that says so.
         """
-        final = msgspec.structs.replace(
-            record, status=status, updated_at=self.clock(), open=[], asked={},
-            result=msgspec.to_builtins(_with_meta(result, self.meta)) if result is not None
-            else None,
-            error=error)
-        won = await self.book.end(final)
+        found: JSONObject | None = None
+        if result is not None:
+            found = msgspec.to_builtins(_with_meta(result, self.meta))
+            size, limit = len(msgspec.json.encode(found)), self.book.limits.max_outcome
+            if size > limit:
+                status, found, error = "failed", None, task_error(outcome_too_large(
+                    f"The result of task {record.task_id}", size, limit, kept=True),
+                    record.tool, self.log)
+        final = ended(record, status, self.clock(), result=found, error=error)
+        working = len(msgspec.json.encode(record))
+        try:
+            won = await self.book.end(final, working=working)
+        except LimitExceeded as exc:  # no room: end small, with the failure or this reason
+            reason = error if error is not None else task_error(exc, record.tool, self.log)
+            failed = msgspec.structs.replace(ended(record, "failed", self.clock(), error=reason),
+                                             status_message=None)
+            won = await self.book.end(failed, counted=False, working=working)
         if not won:
             self.log.info("task %s: already ended, %s not recorded", record.task_id, status)
         await self.book.release(record.task_id)
