@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
+
+from mrtr.stores import MemoryStore, RedisStore, SQLiteStore, Store
 
 REDIS_SERVER = shutil.which("redis-server") or next(
     (p for p in ("/usr/bin/redis-server", "/usr/sbin/redis-server") if Path(p).is_file()), None)
@@ -64,3 +69,40 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     process, url = start_redis(tmp_path_factory.mktemp("redis"))
     yield url
     stop_redis(process)
+
+
+T = TypeVar("T")
+Factory = Callable[[], Store]
+_names = itertools.count()
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
+    """A factory of store clients that all see the same data (one dict, one file, one Redis),
+    for the contract tests of every store."""
+    if request.param == "memory":
+        shared = MemoryStore()
+        yield lambda: shared
+    elif request.param == "sqlite":
+        path = tmp_path / "store.db"
+        yield lambda: SQLiteStore(path)
+    else:
+        url = request.getfixturevalue("redis_url")
+        prefix = f"t{next(_names)}-{time.time_ns()}:"
+        yield lambda: RedisStore(url, prefix=prefix)
+
+
+def run(make: Factory, body: Callable[[Store], Awaitable[T]]) -> T:
+    """`body` on a fresh store client from `make`, closed afterwards."""
+    async def main() -> T:
+        store = make()
+        try:
+            return await body(store)
+        finally:
+            await store.aclose()
+
+    return asyncio.run(main())
+
+
+def later(seconds: float = 60.0) -> float:
+    return time.time() + seconds

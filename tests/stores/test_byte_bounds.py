@@ -4,11 +4,7 @@ redis-server, and the memory store's byte budget."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -17,45 +13,11 @@ from mrtr.stores import (
     ClaimStatus,
     MemoryStore,
     RedisStore,
-    SQLiteStore,
     Store,
     StoreUnavailable,
     store_from_url,
 )
-
-T = TypeVar("T")
-Factory = Callable[[], Store]
-_names = itertools.count()
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
-    """A factory of store clients that all see the same data."""
-    if request.param == "memory":
-        shared = MemoryStore()
-        yield lambda: shared
-    elif request.param == "sqlite":
-        path = tmp_path / "bytes.db"
-        yield lambda: SQLiteStore(path)
-    else:
-        url = request.getfixturevalue("redis_url")
-        prefix = f"bytes{next(_names)}-{time.time_ns()}:"
-        yield lambda: RedisStore(url, prefix=prefix)
-
-
-def run(make: Factory, body: Callable[[Store], Awaitable[T]]) -> T:
-    async def main() -> T:
-        store = make()
-        try:
-            return await body(store)
-        finally:
-            await store.aclose()
-
-    return asyncio.run(main())
-
-
-def later(seconds: float = 60.0) -> float:
-    return time.time() + seconds
+from tests.stores.conftest import Factory, later, run
 
 
 # -- weighted slots: a byte quota, atomic on every store ------------------------------------------

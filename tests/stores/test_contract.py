@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
-from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,40 +19,7 @@ from mrtr.stores import (
     Store,
     StoreUnavailable,
 )
-
-T = TypeVar("T")
-Factory = Callable[[], Store]
-_names = itertools.count()
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
-    """A factory of stores that all see the same data (one dict, one file, one Redis)."""
-    if request.param == "memory":
-        shared = MemoryStore()
-        yield lambda: shared
-    elif request.param == "sqlite":
-        path = tmp_path / "store.db"
-        yield lambda: SQLiteStore(path)
-    else:
-        url = request.getfixturevalue("redis_url")
-        prefix = f"t{next(_names)}-{time.time_ns()}:"
-        yield lambda: RedisStore(url, prefix=prefix)
-
-
-def run(make: Factory, body: Callable[[Store], Awaitable[T]]) -> T:
-    async def main() -> T:
-        store = make()
-        try:
-            return await body(store)
-        finally:
-            await store.aclose()
-
-    return asyncio.run(main())
-
-
-def later(seconds: float = 60.0) -> float:
-    return time.time() + seconds
+from tests.stores.conftest import Factory, later, run
 
 
 def test_claim_is_new_then_running_then_done(make_store: Factory) -> None:

@@ -8,37 +8,15 @@ printed (`pytest -s`) and repeated in the assertion messages.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import random
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from mrtr import Context, Form, Server
 from mrtr.server import TaskPolicy
-from mrtr.stores import MemoryStore, RedisStore, SQLiteStore, Store, StoreUnavailable
+from mrtr.stores import Store, StoreUnavailable
 from tests.server.tasks_harness import Replica
-
-Factory = Callable[[], Store]
-_names = itertools.count()
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
-    """A factory of store clients that all see the same data."""
-    if request.param == "memory":
-        shared = MemoryStore()
-        yield lambda: shared
-    elif request.param == "sqlite":
-        path = tmp_path / "tasks.db"
-        yield lambda: SQLiteStore(path)
-    else:
-        url = request.getfixturevalue("redis_url")
-        prefix = f"tasks{next(_names)}-{time.time_ns()}:"
-        yield lambda: RedisStore(url, prefix=prefix)
+from tests.stores.conftest import Factory
 
 
 class Confirm(Form):
