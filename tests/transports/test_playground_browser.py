@@ -17,7 +17,10 @@ from typing import Any
 
 import pytest
 
-from tests.transports.conftest import ROOT, cli_env, stop
+from mrtr import Context, Server
+from mrtr.http import McpApp
+from mrtr.protocol import TextContent
+from tests.transports.conftest import ROOT, LiveServer, cli_env, stop
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
@@ -117,3 +120,45 @@ def test_33_a_bookings_flow_validates_inline_runs_three_rounds_and_replays_from_
         page.close()
     assert requested and all(seen.startswith(origin + "/") for seen in requested), requested
     assert any(seen == origin + "/mcp" for seen in requested)
+
+
+tour = Server("tour", version="1")
+
+
+@tour.tool()
+async def visit(ctx: Context) -> str:
+    """Report progress and a log line, send the user to a page, then ask a model."""
+    await ctx.report_progress(1, 3, "starting")
+    await ctx.info("looking up the visitor")
+    await ctx.elicit_url("Sign in at the provider", "http://127.0.0.1:9/signin", key="signin")
+    reply = await ctx.sample("Say hello", max_tokens=20, key="model")
+    text = reply.content.text if isinstance(reply.content, TextContent) else "?"
+    return f"the model said: {text}"
+
+
+def test_33_notifications_a_url_elicitation_in_a_new_tab_and_a_typed_sampling_reply(
+    browser: Any,
+) -> None:
+    with LiveServer(McpApp(tour, playground=True)) as server:
+        page = browser.new_page()
+        try:
+            page.goto(server.url + "/")
+            page.click("nav button[data-name=visit]")
+            page.click("#run")
+            notes = page.locator("#timeline > li.card").first.locator(".notes")
+            sync_api.expect(notes).to_contain_text("progress 1/3 starting")
+            sync_api.expect(notes).to_contain_text("log info: looking up the visitor")
+            asked: list[str] = []
+            page.context.on("request", lambda request: asked.append(request.url))
+            with page.context.expect_page() as opened:
+                page.click(f"{ASK} button.open")
+            opened.value.wait_for_load_state()
+            assert "http://127.0.0.1:9/signin" in asked  # the tab went there (nobody answers)
+            opened.value.close()
+            page.fill(f"{ASK} textarea", "hello there")
+            page.click(f"{ASK} button.submit")
+            sync_api.expect(page.locator("#result .result-text")).to_have_text(
+                "the model said: hello there")
+            sync_api.expect(page.locator("#timeline > li.card")).to_have_count(3)
+        finally:
+            page.close()

@@ -283,7 +283,7 @@ function answer(key, ask) {  // a Promise of the InputResponse for one InputRequ
     if (ask.method === "elicitation/create" && params.mode === "url") {
       box.append(el("h3", {}, `${key}: open a page`), el("p", {}, params.message || ""),
         el("a", { href: params.url, target: "_blank", rel: "noopener noreferrer" }, params.url),
-        el("div", {}, el("button", { class: "act", onclick: () => {
+        el("div", {}, el("button", { class: "act open", onclick: () => {
           window.open(params.url, "_blank", "noopener");
           done({ action: "accept" });
         } }, "Open in a new tab"), refuse));
@@ -301,7 +301,7 @@ function answer(key, ask) {  // a Promise of the InputResponse for one InputRequ
       const reply = el("textarea", { id: `reply-${key}`, placeholder: "type the model's reply" });
       box.append(el("h3", {}, `${key}: the server asks a model`),
         el("pre", {}, pretty(params.messages || [])), reply,
-        el("div", {}, el("button", { class: "act", onclick: () => done({
+        el("div", {}, el("button", { class: "act submit", onclick: () => done({
           role: "assistant", content: { type: "text", text: reply.value },
           model: "playground-human", stopReason: "endTurn" }) }, "Send reply")));
     } else if (ask.method === "roots/list") {
