@@ -162,3 +162,31 @@ def test_33_notifications_a_url_elicitation_in_a_new_tab_and_a_typed_sampling_re
             sync_api.expect(page.locator("#timeline > li.card")).to_have_count(3)
         finally:
             page.close()
+
+
+@tour.tool(task="optional")
+async def report(ctx: Context, quarter: str) -> str:
+    """A task: polled until it completes, after one ask while it runs."""
+    await ctx.report_progress(1, 2, "counting")
+    if not await ctx.confirm(f"Include drafts in {quarter}?", key="drafts"):
+        return f"report {quarter} without drafts"
+    return f"report {quarter} with drafts"
+
+
+def test_33_a_task_shows_its_live_status_and_its_ask(browser: Any) -> None:
+    with LiveServer(McpApp(tour, playground=True)) as server:
+        page = browser.new_page()
+        try:
+            page.goto(server.url + "/")
+            page.click("nav button[data-name=report]")
+            page.fill("#arg-quarter", "Q3")
+            page.click("#run")
+            status = page.locator(".task-status")
+            sync_api.expect(status).to_contain_text("input_required")
+            page.check(f"{ASK} [data-key=confirm]")
+            page.click(f"{ASK} button.submit")
+            sync_api.expect(status).to_contain_text("completed")
+            sync_api.expect(page.locator("#result .result-text")).to_have_text(
+                "report Q3 with drafts")
+        finally:
+            page.close()

@@ -8,6 +8,7 @@
 const MODERN = "2026-07-28";
 const LEGACY = "2025-11-25";
 const CAPS = { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} };
+const TASKS = "io.modelcontextprotocol/tasks";  // 2026 only: a task tool may answer with a task
 const CLIENT = { name: "mrtr-playground", version: "1" };
 const state = { info: null, era: "2026", session: null, nextId: 1, flow: null, busy: false };
 
@@ -45,7 +46,7 @@ function headerValue(text) {  // Mcp-Name / Mcp-Param-*: the base64 sentinel whe
 
 function modernHeaders(method, params, schema) {
   const headers = { "MCP-Protocol-Version": MODERN, "Mcp-Method": method };
-  const name = params.name !== undefined ? params.name : params.uri;
+  const name = params.name !== undefined ? params.name : params.uri !== undefined ? params.uri : params.taskId;
   if (name !== undefined) headers["Mcp-Name"] = headerValue(String(name));
   const props = (schema && schema.properties) || {};
   for (const [key, prop] of Object.entries(props)) {
@@ -105,19 +106,47 @@ async function traced(trace) {
 
 function meta(extra) {
   return { "io.modelcontextprotocol/protocolVersion": MODERN,
-           "io.modelcontextprotocol/clientCapabilities": CAPS,
+           "io.modelcontextprotocol/clientCapabilities": { ...CAPS, extensions: { [TASKS]: {} } },
            "io.modelcontextprotocol/clientInfo": CLIENT,
            "io.modelcontextprotocol/logLevel": "debug", ...extra };
 }
 
-async function modern(method, params) {  // a one-round request (lists): never asks
+async function modern(method, params) {  // a one-round request (lists, tasks/*): never asks
   const message = { jsonrpc: "2.0", id: state.nextId++, method, params: { ...params, _meta: meta() } };
   const sent = await post(message, modernHeaders(method, params));
   return sent.reply;
 }
 
+function sleep(ms) { return new Promise((resolve) => setTimeout(resolve, ms)); }
+
+async function followTask(target, created) {  // poll tasks/get, answer its asks by tasks/update
+  const id = created.taskId;
+  const status = el("p", { class: "task-status" });
+  target.node.append(status);
+  const answered = new Set();  // keys are never reused within a task: answer each once
+  for (;;) {
+    const reply = await modern("tasks/get", { taskId: id });
+    const task = reply && reply.result;
+    if (!task) throw new Error("tasks/get failed: " + pretty(reply));
+    status.textContent = `task ${id}: ${task.status}${task.statusMessage ? " (" + task.statusMessage + ")" : ""}`;
+    if (task.status === "completed") return { jsonrpc: "2.0", id: reply.id, result: task.result };
+    if (task.status === "failed") return { jsonrpc: "2.0", id: reply.id, error: task.error };
+    if (task.status === "cancelled") return { jsonrpc: "2.0", id: reply.id, error: { message: "cancelled" } };
+    if (task.status === "input_required") {
+      const responses = {};
+      for (const [key, ask] of Object.entries(task.inputRequests || {})) {
+        if (answered.has(key)) continue;
+        answered.add(key);
+        responses[key] = await answer(key, ask);
+      }
+      if (Object.keys(responses).length) await modern("tasks/update", { taskId: id, inputResponses: responses });
+    }
+    await sleep(Math.max(250, Math.min(task.pollIntervalMs || 1000, 2000)));
+  }
+}
+
 async function openSession() {
-  const init = { jsonrpc: "2.0", id: state.nextId++, method: "initialize",
+  const init = { jsonrpc: "2.0", id: state.nextId++, method: "initialize",  // no extensions
                  params: { protocolVersion: LEGACY, capabilities: CAPS, clientInfo: CLIENT } };
   const sent = await post(init, {});
   const id = sent.headers.get("mcp-session-id");
@@ -390,7 +419,7 @@ async function start(kind, item, schema, form) {
   const first = firstRequest(kind, item, args);
   try {
     state.flow = state.era === "2025" ? await runSession(first, schema) : await runRounds(first, schema);
-    showOutcome(state.flow.last.reply);
+    showOutcome(state.flow.outcome || state.flow.last.reply);
   } catch (error) {
     $("outcome").replaceChildren(el("div", { class: "note again" }, String(error)));
   } finally {
@@ -407,6 +436,9 @@ async function runRounds(first, schema) {
     const sent = await post(request, modernHeaders(first.method, params, schema), (m) => note(target, m));
     fill(target, sent, await traced(sent.trace), request);
     const result = sent.reply && sent.reply.result;
+    if (result && result.resultType === "task") {
+      return { era: "2026", last: sent, request, schema, outcome: await followTask(target, result) };
+    }
     if (!result || result.resultType !== "input_required") {
       return { era: "2026", last: sent, request, schema };
     }
