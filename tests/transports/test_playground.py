@@ -6,7 +6,11 @@ The page itself runs in a real Chromium in test_playground_browser.py (slow).
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import zipfile
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,7 +23,7 @@ from mrtr.http import McpApp
 from mrtr.http._playground import CSP, TRACE_HEADER, asset
 from mrtr.server import Dispatcher
 from mrtr.serving._serve import _app, serve
-from tests.transports.conftest import asgi_client, call, post_args, run
+from tests.transports.conftest import ROOT, asgi_client, call, post_args, run
 
 PAGES = ("index.html", "app.js", "app.css")
 
@@ -169,3 +173,12 @@ def test_33_an_unknown_trace_is_unknown_and_an_app_without_playground_files_noth
 
     run(go())
     assert type(plain.dispatcher.request_log).__name__ == "RequestLog"
+
+
+@pytest.mark.slow
+def test_33_the_wheel_ships_the_page(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path),
+                    str(ROOT)], check=True, capture_output=True, timeout=300)
+    (wheel,) = tmp_path.glob("mrtr-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"mrtr/http/playground/{name}" for name in PAGES} <= names
