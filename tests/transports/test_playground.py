@@ -182,3 +182,26 @@ def test_33_the_wheel_ships_the_page(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("mrtr-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"mrtr/http/playground/{name}" for name in PAGES} <= names
+
+
+@echo.tool()
+def stamp(text: str) -> str:
+    """No asks: one round."""
+    return f"stamped {text}"
+
+
+def test_33_a_call_replayed_by_its_idempotency_key_is_reported_replayed() -> None:
+    app = McpApp(echo, playground=True)
+
+    async def go() -> list[bool]:
+        async with asgi_client(app) as client:
+            seen = []
+            for number in (1, 2):
+                body = call("stamp", {"text": "x"}, id=number, idempotencyKey="k-1")
+                reply = await client.post("/mcp", **post_args(body, **{TRACE_HEADER: f"i{number}"}))
+                assert reply.json()["result"]["content"][0]["text"] == "stamped x"
+                rounds = (await client.get(f"/_playground/trace?id=i{number}")).json()["rounds"]
+                seen.append(rounds[0]["replayed"])
+            return seen
+
+    assert run(go()) == [False, True]
