@@ -13,11 +13,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import pytest
+from msgspec import Meta
 
-from mrtr import Context, Server
+from mrtr import Context, Form, Server
 from mrtr.http import McpApp
 from mrtr.protocol import TextContent
 from tests.transports.conftest import ROOT, LiveServer, cli_env, stop
@@ -188,5 +189,48 @@ def test_33_a_task_shows_its_live_status_and_its_ask(browser: Any) -> None:
             sync_api.expect(status).to_contain_text("completed")
             sync_api.expect(page.locator("#result .result-text")).to_have_text(
                 "report Q3 with drafts")
+        finally:
+            page.close()
+
+
+class Toppings(Form):
+    toppings: Annotated[list[Literal["cheese", "ham", "olives"]], Meta(min_length=1, max_length=2)]
+
+
+@tour.tool()
+async def pizza(ctx: Context) -> str:
+    """A multi-select with bounds."""
+    chosen = await ctx.elicit("Pick the toppings", Toppings, key="pick")
+    return "pizza with " + " and ".join(chosen.toppings)
+
+
+def test_33_a_multi_select_with_bounds_decline_and_the_copied_commands(browser: Any) -> None:
+    with LiveServer(McpApp(tour, playground=True)) as server:
+        page = browser.new_page()
+        try:
+            page.goto(server.url + "/")
+            page.click("nav button[data-name=pizza]")
+            page.click("#run")
+            for label in ("cheese", "ham", "olives"):
+                page.get_by_label(label).check()
+            page.click(f"{ASK} button.submit")
+            sync_api.expect(page.locator(f"{ASK} .error[data-for=toppings]")).to_have_text(
+                "must have at most 2 selected")
+            page.get_by_label("ham").uncheck()
+            page.click(f"{ASK} button.submit")
+            sync_api.expect(page.locator("#result .result-text")).to_have_text(
+                "pizza with cheese and olives")
+            commands = page.locator("#timeline > li.card").first
+            call_line = commands.locator("pre.mrtr-call").text_content() or ""
+            assert call_line == f"mrtr call {server.url}/mcp pizza"
+            curl = commands.locator("pre.curl").text_content() or ""
+            assert curl.startswith(f"curl -sS -X POST '{server.url}/mcp'")
+            assert "-H 'Mcp-Method: tools/call'" in curl and "-H 'Mcp-Name: pizza'" in curl
+
+            page.click("#run")
+            page.click(f"{ASK} button:text('Decline')")
+            last = page.locator("#timeline > li.card").last
+            sync_api.expect(last.locator("pre").first).to_contain_text('"action": "decline"',
+                                                                      use_inner_text=False)
         finally:
             page.close()
