@@ -100,6 +100,8 @@ def test_33_mrtr_serve_and_dev_refuse_the_playground_on_a_public_bind_without_fo
         serve("examples.bookings:app", workers=2, playground=True)
     assert main(["serve", "examples.bookings:app", "--host", "0.0.0.0", "--playground"]) == 2
     assert "--force" in capsys.readouterr().err
+    assert main(["serve", "examples.bookings:app", "--force"]) == 2
+    assert "--force applies to --playground only" in capsys.readouterr().err
     assert main(["dev", "examples/bookings.py", "--host", "0.0.0.0"]) == 2  # noqa: S104
     assert "add --force" in capsys.readouterr().err
 

@@ -131,6 +131,9 @@ def _run_serve(args: argparse.Namespace) -> int:
     # This process's own lines (before uvicorn starts, or --stdio) in the chosen format too.
     logging.config.dictConfig(log_config(args.log_level, args.log_format, args.access_log))
 
+    if args.force and not args.playground:
+        print("mrtr serve: --force applies to --playground only", file=sys.stderr)
+        return 2
     ephemeral = args.ephemeral_key or os.environ.get(EPHEMERAL_ENV, "") not in ("", "0")
     stdout = sys.stdout
     if args.stdio:
