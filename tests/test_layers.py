@@ -64,6 +64,7 @@ ROWS = {
     "mrtr.auth": row(*BASE, "mrtr.server"),  # the OAuth resource server: server and errors only
     # thin server-side adapters; stores: the ASGI lifespan checks and closes the store it owns
     "mrtr.http": row(*BASE, STORES, *SERVER, "mrtr.auth"),
+    "mrtr.http.playground": row(),  # the playground page's static files: no code
     "mrtr.stdio": row(*BASE, *SERVER),
     "mrtr.serving": row(*BASE, STORES, *SERVER, "mrtr.auth", "mrtr.http", "mrtr.stdio"),
     # The top package (mrtr/__init__.py lazy names, the mrtr.Server facade in _app.py, the old

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from mrtr.http._playground import PlaygroundMode
     from mrtr.serving._stores import KeyOrigin
 
 __all__ = ["dev_app", "register"]
@@ -29,6 +30,7 @@ __all__ = ["dev_app", "register"]
 _TARGET_ENV = "MRTR_DEV_TARGET"
 _PATH_ENV = "MRTR_DEV_PATH"
 _LEVEL_ENV = "MRTR_DEV_LOG_LEVEL"
+_PLAYGROUND_ENV = "MRTR_DEV_PLAYGROUND"  # "1", "force" or "0"
 _TYPES = {"string": "TEXT", "integer": "INT", "number": "NUMBER", "boolean": "true",
           "array": "'[...]'", "object": "'{...}'"}
 
@@ -58,6 +60,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      "or the working directory for a module)")
     dev.add_argument("--log-level", default="debug",
                      choices=["critical", "error", "warning", "info", "debug"])
+    dev.add_argument("--no-playground", action="store_true",
+                     help="do not serve the browser playground at / (docs/playground.md)")
+    dev.add_argument("--force", action="store_true",
+                     help="serve the playground on a non-loopback --host too (anyone who can "
+                     "reach the port can run your tools through it)")
     dev.set_defaults(run=_run_dev)
 
 
@@ -74,12 +81,18 @@ def _run_dev(args: argparse.Namespace) -> int:
     except (ValueError, ImportError) as exc:
         print(f"mrtr dev: {exc}", file=sys.stderr)
         return 2
+    playground = "0" if args.no_playground else "force" if args.force else "1"
+    if playground == "1" and not _loopback(args.host):
+        print(f"mrtr dev: the playground is for this machine only: --host {args.host} is not "
+              "a loopback address; add --force to serve it there anyway, or --no-playground",
+              file=sys.stderr)
+        return 2
     source = target.rpartition(":")[0]
     dirs = args.reload_dir or [str(Path(source).parent) if source.endswith(".py")
                                else os.getcwd()]
     logging.getLogger("watchfiles").setLevel(logging.WARNING)  # one line per change is enough
     os.environ.update({_TARGET_ENV: target, _PATH_ENV: args.path,
-                       _LEVEL_ENV: args.log_level.upper()})
+                       _LEVEL_ENV: args.log_level.upper(), _PLAYGROUND_ENV: playground})
     origin = _share_key()
     try:
         return _serve(args, obj, [str(Path(d).resolve()) for d in dirs], origin)
@@ -135,6 +148,8 @@ def _serve(args: argparse.Namespace, obj: object, dirs: list[str], origin: KeyOr
         print(f"mrtr dev: serving on {endpoint}; restarts when a .py file under "
               f"{', '.join(dirs)} changes", flush=True)
         print(f"  try: {try_line(endpoint, obj)}", flush=True)
+        if os.environ.get(_PLAYGROUND_ENV, "0") != "0":
+            print(f"  playground: {endpoint.removesuffix(args.path)}/", flush=True)
         ChangeReload(config, target=uvicorn.Server(config).run, sockets=[sock]).run()
     return 0
 
@@ -164,6 +179,7 @@ def dev_app() -> object:
     import logging.config
 
     from mrtr.http import McpApp
+    from mrtr.http._playground import Playground
     from mrtr.server import Dispatcher, Server, parse_keys
     from mrtr.serving._logging import log_config
     from mrtr.serving._stores import with_store
@@ -171,14 +187,25 @@ def dev_app() -> object:
     from mrtr.stores import ENV_STORE
 
     env = os.environ
+    chosen = env.get(_PLAYGROUND_ENV, "0")
+    mode: PlaygroundMode = "force" if chosen == "force" else chosen == "1"
     logging.config.dictConfig(log_config(env.get(_LEVEL_ENV, "DEBUG").lower(), "text"))
     sys.path.insert(0, os.getcwd())
     obj = load_target(env[_TARGET_ENV])
     if isinstance(obj, Server | Dispatcher):
         dispatcher = with_keys(obj, parse_keys(env[KEYS_ENV]))
         dispatcher = with_store(dispatcher, env.get(ENV_STORE) or None)
-        return McpApp(dispatcher.replace(expose_errors=True), path=env[_PATH_ENV])
+        return McpApp(dispatcher.replace(expose_errors=True), path=env[_PATH_ENV],
+                      playground=mode)
     if isinstance(obj, McpApp):
         dispatcher = with_store(obj.dispatcher, env.get(ENV_STORE) or None)
         obj.dispatcher = dispatcher.replace(expose_errors=True)
+        if mode and obj.playground is None:
+            obj.playground = Playground(obj, mode)
     return obj
+
+
+def _loopback(host: str) -> bool:
+    from mrtr.serving._resource import is_loopback
+
+    return is_loopback(host)

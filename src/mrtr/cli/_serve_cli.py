@@ -96,6 +96,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       "the resource URL tokens must name never comes from them)")
     http.add_argument("--debug-worker-header", action="store_true",
                       help="add Mcp-Debug-Worker: <pid> to HTTP replies (testing)")
+    http.add_argument("--playground", action="store_true",
+                      help="serve the browser playground at / (development; docs/playground.md)")
+    http.add_argument("--force", action="store_true",
+                      help="with --playground: serve it on a non-loopback --host too")
     _add_limit_options(serve)
     _add_auth_options(serve)
     keys = serve.add_argument_group("requestState keys")
@@ -127,6 +131,9 @@ def _run_serve(args: argparse.Namespace) -> int:
     # This process's own lines (before uvicorn starts, or --stdio) in the chosen format too.
     logging.config.dictConfig(log_config(args.log_level, args.log_format, args.access_log))
 
+    if args.force and not args.playground:
+        print("mrtr serve: --force applies to --playground only", file=sys.stderr)
+        return 2
     ephemeral = args.ephemeral_key or os.environ.get(EPHEMERAL_ENV, "") not in ("", "0")
     stdout = sys.stdout
     if args.stdio:
@@ -152,6 +159,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             allow_unshared_store=args.allow_unshared_store,
             limits=_limits(args),
             forwarded_allow_ips=args.forwarded_allow_ips or (),
+            playground=("force" if args.force else True) if args.playground else False,
         )
     except (ValueError, ImportError, AttributeError) as exc:
         print(f"mrtr serve: {_flagged(exc)}", file=sys.stderr)

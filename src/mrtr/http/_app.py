@@ -26,6 +26,7 @@ from mrtr.http._auth import Authenticator, ProtectedResource
 from mrtr.http._exchange import Exchange
 from mrtr.http._health import PROBE_PATHS, Health
 from mrtr.http._hosts import HostCheck, bound_resource
+from mrtr.http._playground import Playground, PlaygroundMode
 from mrtr.http._sessions import SessionEndpoint, session_era
 from mrtr.server import Dispatcher, Peer, Principal, Server, SessionLimits
 from mrtr.server._failures import (
@@ -77,6 +78,8 @@ class McpApp:
     `session_limits` caps the sessions a process holds (per client and in all).
     `health` serves `GET /healthz` and `GET /readyz` (docs/operations.md) beside `path`.
     `owns_store` closes the Dispatcher's store when the ASGI lifespan ends (see `lifespan`).
+    `playground=True` serves the browser playground at `/` (docs/playground.md): for
+    development only, and only to a loopback bind unless `playground="force"`.
     """
 
     def __init__(
@@ -97,6 +100,7 @@ class McpApp:
         session_limits: SessionLimits | None = None,
         health: bool = True,
         owns_store: bool = False,
+        playground: PlaygroundMode = False,
     ) -> None:
         self.dispatcher = (dispatcher if isinstance(dispatcher, Dispatcher)
                            else Dispatcher(dispatcher))
@@ -121,6 +125,7 @@ class McpApp:
             else None
         )
         self.health: Health | None = Health(lambda: self.dispatcher) if health else None
+        self.playground = Playground(self, playground) if playground else None
 
     def in_process_transport(self, *, principal: str | None = None) -> MemoryTransport:
         """A client transport calling this app's Dispatcher in process (`Client(mcp_app)`)."""
@@ -184,6 +189,8 @@ class McpApp:
             await self.health.answer(path, scope.get("method", ""), send)  # before Host checks
             return
         exchange = Exchange(self, receive, send)
+        if self.playground is not None:  # dev only: files this request's rounds for the page
+            self.playground.watch(scope)
         try:
             await self._exchange(scope, exchange)
         except Exception as exc:  # a Refusal, the authenticator's Unauthorized, or a bug (500)
@@ -232,7 +239,9 @@ class McpApp:
 
     async def _elsewhere(self, scope: ASGIScope, headers: Mapping[str, str],
                          exchange: Exchange) -> None:
-        """Not the MCP path: the guard's metadata documents (GET), else 404."""
+        """Not the MCP path: the playground, the guard's metadata documents (GET), else 404."""
+        if self.playground is not None and await self.playground.intercept(scope, exchange):
+            return
         if self.guard is not None and scope.get("method") == "GET":
             document = self.guard.document(self.dispatcher, scope.get("path", ""),
                                            self._resource(scope))

@@ -51,6 +51,7 @@ from mrtr.protocol import (
     resolve_contents,
 )
 from mrtr.server._peer import Notifier, Peer
+from mrtr.server._probe import note_store_hit
 from mrtr.server._sealing import digest_arguments
 from mrtr.stores import ClaimStatus, Store, StoreUnavailable
 
@@ -137,6 +138,7 @@ class IdempotencyKeys:
         claim = await self.store.claim(name, lease=self.lease,
                                        expires=policy.clock() + policy.ttl)
         if claim.status is ClaimStatus.DONE:
+            note_store_hit()  # the request line says "replayed": the call did not run again
             return self._replay(claim.outcome or b"", digest)
         if claim.status is ClaimStatus.RUNNING:
             raise IdempotencyKeyInProgress(retry_after=policy.retry_after)

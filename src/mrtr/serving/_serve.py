@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from mrtr.http._app import McpApp
 from mrtr.http._hosts import LOOPBACK
+from mrtr.http._playground import Playground, PlaygroundMode
 from mrtr.server import Dispatcher, Server, generate_key, parse_keys
 from mrtr.serving._connections import ConnectionLimits
 from mrtr.serving._keyfile import read_or_create_key
@@ -86,6 +87,7 @@ def serve(
     allow_unshared_store: bool = False,
     limits: ConnectionLimits | None = None,
     forwarded_allow_ips: Sequence[str] = (),
+    playground: PlaygroundMode = False,
 ) -> int:
     """Serve `target` (`module:attribute` or `file.py:attribute`) until SIGINT/SIGTERM or EOF.
 
@@ -105,7 +107,9 @@ def serve(
     proxies (addresses, networks, "*") whose X-Forwarded-For/-Proto uvicorn believes; none by
     default. `limits` bound what each HTTP connection may hold: deadlines for a
     request's headers and body, the idle keep-alive time, how many at once (default
-    `ConnectionLimits()`, docs/deploy.md#slow-clients). Returns the process exit status.
+    `ConnectionLimits()`, docs/deploy.md#slow-clients). `playground` serves the browser
+    playground at `/` (docs/playground.md): one process, a loopback `host` unless "force".
+    Returns the process exit status.
     Raises ValueError for a bad setting, target or key.
     """
     _check_settings(port, workers, path, ask_timeout)
@@ -113,6 +117,7 @@ def serve(
     if auth is not None and stdio:
         raise ValueError("auth settings apply to HTTP only, not to --stdio")
     forwarded = check_forwarded(forwarded_allow_ips)
+    _check_playground(playground, host, workers, stdio)
     if auth is not None:  # before anything binds: a public bind needs its resource URL
         auth = resource_settings(auth, host, port, path)
     _import_path()
@@ -125,14 +130,16 @@ def serve(
                       stdio=stdio, keys=keys, allowed_hosts=allowed_hosts,
                       expose_worker=expose_worker, logs=logs,
                       ask_timeout=ask_timeout, store=url, auth=auth,
-                      limits=limits or ConnectionLimits(), forwarded=forwarded)
+                      limits=limits or ConnectionLimits(), forwarded=forwarded,
+                      playground=playground)
 
 
 def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: int,
            workers: int, path: str, stdio: bool, keys: Sequence[bytes] | None,
            allowed_hosts: Sequence[str] | None, expose_worker: bool,
            logs: dict[str, Any], ask_timeout: float, store: str,
-           auth: AuthSettings | None, limits: ConnectionLimits, forwarded: list[str]) -> int:
+           auth: AuthSettings | None, limits: ConnectionLimits, forwarded: list[str],
+           playground: PlaygroundMode = False) -> int:
     if stdio:
         asyncio.run(serve_stdio(with_store(_dispatcher(target, obj, keys), store),
                                 ask_timeout=ask_timeout))
@@ -161,7 +168,7 @@ def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: 
             os.environ.pop(ENV_STORE, None)
             if saved is not None:
                 os.environ[ENV_STORE] = saved
-    app = _app(obj, keys, path, hosts, expose_worker, ask_timeout, store, auth)
+    app = _app(obj, keys, path, hosts, expose_worker, ask_timeout, store, auth, playground)
     return _run_uvicorn(app, host=host, port=port, workers=1, logs=logs, path=shown,
                         limits=limits, forwarded=forwarded)
 
@@ -191,6 +198,17 @@ def _check_settings(port: int, workers: int, path: str, ask_timeout: float) -> N
         raise ValueError(f"path must start with '/', got {path!r}")
     if not 0 < ask_timeout < float("inf"):
         raise ValueError(f"ask-timeout must be a positive number of seconds, got {ask_timeout}")
+
+
+def _check_playground(playground: PlaygroundMode, host: str, workers: int, stdio: bool) -> None:
+    if not playground:
+        return
+    if stdio or workers > 1:
+        raise ValueError("--playground serves one HTTP process: not with --stdio or --workers")
+    if playground is True and not is_loopback(host):
+        raise ValueError(f"--playground is for this machine only: --host {host} is not a "
+                         "loopback address (anyone reaching the port could run your tools "
+                         "through it); add --force to serve it there anyway")
 
 
 def _run_keys(keys: Sequence[bytes] | None, key_file: Path | None, *,
@@ -239,7 +257,8 @@ def _endpoint(app: ASGIApp) -> str:
 def _app(obj: Server | Dispatcher | ASGIApp, keys: Sequence[bytes] | None,
          path: str, hosts: Sequence[str], expose_worker: bool,
          ask_timeout: float = ASK_TIMEOUT, store: str | None = None,
-         auth: AuthSettings | None = None) -> McpApp | ASGIApp:
+         auth: AuthSettings | None = None,
+         playground: PlaygroundMode = False) -> McpApp | ASGIApp:
     """The app one process serves: `obj` sealing with `keys`, with the store at `store`."""
     if isinstance(obj, Server | Dispatcher):
         guard = None
@@ -250,11 +269,15 @@ def _app(obj: Server | Dispatcher | ASGIApp, keys: Sequence[bytes] | None,
         # body_timeout=None: the connection's protocol enforces --body-timeout (_uvicorn.py).
         return McpApp(with_store(with_keys(obj, keys), store), path=path, allowed_hosts=hosts,
                       expose_worker=expose_worker, ask_timeout=ask_timeout, authenticator=guard,
-                      body_timeout=None)
+                      body_timeout=None, playground=playground)
     if isinstance(obj, McpApp) and keys:
         obj.dispatcher = with_keys(obj.dispatcher, keys)  # states must open in every worker
     if isinstance(obj, McpApp):
         obj.dispatcher = with_store(obj.dispatcher, store)
+        if playground and obj.playground is None:
+            obj.playground = Playground(obj, playground)
+    elif playground:
+        log.warning("the served object is an ASGI app of its own: --playground does not apply")
     return obj
 
 
