@@ -100,6 +100,13 @@ class Flow:
         return last["result"]  # type: ignore[no-any-return]
 
     @property
+    def consent_token(self) -> str | None:
+        """The `_confirm` token of a final result that asks the model to confirm, else None
+        (docs/consent.md): call the tool again with `{**arguments, "_confirm": token}`."""
+        consent = self.result.get("_meta", {}).get("io.github.mrtr/consent")
+        return consent.get("token") if isinstance(consent, dict) else None
+
+    @property
     def rounds(self) -> int:
         return len(self.replies)
 

@@ -232,8 +232,15 @@ class Context(Reporting):
 
         return self.asker.make("elicit_schema", key, spec, resolve, kind="elicit")
 
-    def confirm(self, message: str, *, key: str | None = None) -> Ask[bool]:
-        """Ask a yes/no question; decline and cancel count as no."""
+    def confirm(self, message: str, *, key: str | None = None,
+                consent: Literal["native", "auto", "token"] | None = None) -> Ask[bool]:
+        """Ask a yes/no question; decline and cancel count as no.
+
+        `consent` (tools only, docs/consent.md): "native" asks in a form or fails with -32021
+        on a client without elicitation; "token" asks through the model with a single-use
+        confirmation token; "auto" asks natively when the client renders forms, else by token.
+        None: the tool's `consent=` (default "auto" for destructive tools, else "native").
+        """
         rendered = render_form(Confirmation)
         spec = form_spec(message, rendered.schema, rendered.digest)
 
@@ -248,7 +255,7 @@ class Context(Reporting):
                 raise Reask(str(exc)) from exc
             return yes, {"action": "accept", "content": {"confirm": yes}}
 
-        return self.asker.make("confirm", key, spec, resolve)
+        return self.asker.make("confirm", key, spec, resolve, consent=consent or "tool")
 
     def elicit_url(self, message: str, url: str, *, key: str | None = None) -> Ask[None]:
         """Send the user to `url` (URL-mode elicitation); resolves once the user consented."""
