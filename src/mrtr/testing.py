@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -219,6 +220,15 @@ class TestClient:
         if "error" in reply:
             raise from_wire(reply["error"])
         return reply["result"]  # type: ignore[no-any-return]
+
+    def complete_url(self, url: str) -> None:
+        """What a browser does at the end of a URL elicitation (`ctx.elicit_url_done`): open
+        `<path>/elicitation/complete/<id>?...`; the query parameters are the recorded data.
+        Raises UnknownElicitation for an id that does not open."""
+        parts = urllib.parse.urlsplit(url)
+        elicitation_id = parts.path.rsplit("/elicitation/complete/", 1)[-1]
+        data = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+        self._runner.run(self.dispatcher.completions.complete(elicitation_id, data))
 
     # -- driven flows --------------------------------------------------------------------------
     def call_tool(

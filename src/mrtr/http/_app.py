@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from mrtr.errors import AuthUnavailable, Forbidden, ProtocolError, Unauthorized
 from mrtr.http._auth import Authenticator, ProtectedResource
+from mrtr.http._completion import CompletionRoute
 from mrtr.http._exchange import Exchange
 from mrtr.http._health import PROBE_PATHS, Health
 from mrtr.http._hosts import HostCheck, bound_resource
@@ -121,6 +122,7 @@ class McpApp:
             else None
         )
         self.health: Health | None = Health(lambda: self.dispatcher) if health else None
+        self.completion = CompletionRoute(lambda: self.dispatcher, path)  # URL elicitations
 
     def in_process_transport(self, *, principal: str | None = None) -> MemoryTransport:
         """A client transport calling this app's Dispatcher in process (`Client(mcp_app)`)."""
@@ -232,7 +234,13 @@ class McpApp:
 
     async def _elsewhere(self, scope: ASGIScope, headers: Mapping[str, str],
                          exchange: Exchange) -> None:
-        """Not the MCP path: the guard's metadata documents (GET), else 404."""
+        """Not the MCP path: URL elicitation completions, the guard's metadata documents
+        (GET), else 404."""
+        path = scope.get("path", "")
+        if self.completion.matches(path):
+            await self.completion.answer(path, scope.get("method", ""),
+                                         scope.get("query_string", b""), exchange)
+            return
         if self.guard is not None and scope.get("method") == "GET":
             document = self.guard.document(self.dispatcher, scope.get("path", ""),
                                            self._resource(scope))

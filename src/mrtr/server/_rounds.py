@@ -42,6 +42,7 @@ from mrtr.server._asks import (
     request_shape,
     required_capability,
 )
+from mrtr.server._completions import RETRY_HINT_KEY, Completions, NotYet
 from mrtr.server._consent import NATIVE, ConsentGate, Grant
 from mrtr.server._context import Context
 from mrtr.server._journal import Answer, FlowState, decode_flow, encode_flow
@@ -89,6 +90,7 @@ class RoundEngine:
         self.on_unawaited = on_unawaited or logging.getLogger("mrtr.server").warning
         self.ledger = ledger  # None: rounds may be redeemed again (no store)
         self.consent: ConsentGate | None = None  # confirmation tokens (set by the Dispatcher)
+        self.completions: Completions | None = None  # URL elicitations (set by the Dispatcher)
         self._max_rounds = max_rounds
         self._random = random  # tests inject one; None: prefix + serial below
         # Flow ids label a flow inside its sealed state: unique, not secret. A random prefix per
@@ -184,10 +186,13 @@ class Round:
         """The Context the handler runs with in this round."""
         self._responses = input_responses
         self._capabilities, self._info = meta.client_capabilities, meta.client_info
-        ledger = self._engine.ledger
-        return Context(request_id=request_id, meta=meta, peer=peer, flow=self.flow,
-                       input_responses=input_responses, settler=self, sink=sink,
-                       ledger=ledger, flow_deadline=self.flow_deadline if ledger else None)
+        engine = self._engine
+        ledger = engine.ledger
+        ctx = Context(request_id=request_id, meta=meta, peer=peer, flow=self.flow,
+                      input_responses=input_responses, settler=self, sink=sink,
+                      ledger=ledger, flow_deadline=self.flow_deadline if ledger else None)
+        ctx.completions = engine.completions
+        return ctx
 
     @property
     def deadline(self) -> float | None:
@@ -214,6 +219,8 @@ class Round:
         """
         try:
             value = await handler(ctx)
+        except NotYet as wait:  # a URL elicitation not completed yet (server/_completions.py)
+            return self._not_yet(wait.retry_after)
         except Suspend:
             return self._suspend(self.asked, self._sent, self.flow.state)
         except BaseExceptionGroup as group:  # asks inside task groups: one round, like gather
@@ -305,6 +312,17 @@ class Round:
             if capability_missing(self._capabilities, needed):
                 raise MissingRequiredClientCapability(needed)
         return self._suspend(asks, shapes, value.state)
+
+    def _not_yet(self, retry_after: float) -> InputRequiredResult:
+        """A state-only round with a retry hint; it does not count against max_rounds."""
+        flow = self.flow
+        following = FlowState(flow_id=flow.flow_id or self._engine.new_flow_id(),
+                              round=flow.round, journal=flow.journal, onces=flow.onces,
+                              state=flow.state, round_id=self._engine.new_round_id())
+        token = self._engine.seal(following, self._bind(), self._deadline,
+                                  answered=self._answered)
+        return InputRequiredResult(request_state=token,
+                                   meta={RETRY_HINT_KEY: round(retry_after * 1000)})
 
     def _suspend(
         self, asks: Mapping[str, InputRequest], shapes: dict[str, str], state: JSON
