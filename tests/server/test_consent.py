@@ -8,6 +8,7 @@ calls again with `_confirm`.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -169,3 +170,45 @@ def test_every_decision_is_one_log_line(caplog: pytest.LogCaptureFixture) -> Non
         assert set(fields) >= {"flow_id", "question", "consent_id"}
     assert lines[0].question == lines[1].question  # type: ignore[attr-defined]
     assert lines[0].consent_id == lines[1].consent_id != "-"  # type: ignore[attr-defined]
+
+
+def test_the_policy_names_clients_by_name_or_version_and_reads_a_file(tmp_path: Path) -> None:
+    policy = ConsentPolicy(ignore_elicitation=["acme", "desk/1.4"])
+    assert policy.ignores({"name": "acme", "version": "9"})
+    assert policy.ignores({"name": "desk", "version": "1.4"})
+    assert policy.ignores({"name": "desk", "version": "1.4.2"})
+    assert not policy.ignores({"name": "desk", "version": "1.40"})
+    assert not policy.ignores({"name": "other", "version": "1.4"}) and not policy.ignores(None)
+    toml = tmp_path / "consent.toml"
+    toml.write_text('ignore_elicitation = ["acme"]\n')
+    assert ConsentPolicy.from_file(toml).ignore_elicitation == ("acme",)
+    bad = tmp_path / "consent.json"
+    bad.write_text('{"ignore_elicitation": "acme"}')
+    with pytest.raises(ValueError, match="list of strings"):
+        ConsentPolicy.from_file(bad)
+
+
+def test_a_handler_with_two_confirms_gets_a_token_that_covers_both() -> None:
+    app = Server("two")
+    done: list[str] = []
+
+    @app.tool(consent="auto")
+    async def wipe(ctx: Context, name: str) -> str:
+        if not await ctx.confirm(f"Wipe {name}?"):
+            return "no"
+        if not await ctx.confirm(f"Really wipe {name}, backups too?"):
+            return "no"
+        done.append(name)
+        return "wiped"
+
+    with TestClient(app, capabilities=NO_FORMS) as client:
+        first = client.call_tool("wipe", {"name": "db"}).consent_token
+        second = client.call_tool("wipe", {"name": "db", "_confirm": first})
+        assert "backups too" in second.text and done == []
+        third = client.call_tool("wipe", {"name": "db", "_confirm": second.consent_token})
+        assert third.text == "wiped" and done == ["db"]
+
+
+def test_a_bad_consent_mode_is_refused_at_registration() -> None:
+    with pytest.raises(ValueError, match="consent must be one of"):
+        Server("x").tool(consent="maybe")(lambda: "x")  # type: ignore[call-overload]
