@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from mrtr.errors import InvalidRequestState, MrtrError
-from mrtr.protocol import UNSET, InputRequiredResult
+from mrtr.protocol import RETRY_AFTER_KEY, UNSET, InputRequiredResult
 from mrtr.server._asks import Suspend
 from mrtr.server._sealing import Binding, Sealer
 from mrtr.stores import MemoryStore
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["COMPLETION_PREFIX", "RETRY_HINT_KEY", "Completions", "NotYet", "UnknownElicitation",
            "not_yet"]
 
-RETRY_HINT_KEY = "io.github.mrtr/retryAfterMs"  # `_meta` of a "not yet" round
+RETRY_HINT_KEY = RETRY_AFTER_KEY  # `_meta` of a "not yet" round
 COMPLETION_PREFIX = "/elicitation/complete/"  # after McpApp's path: /mcp/elicitation/complete/ID
 _BINDING = Binding(method="elicitation/url", target="", arguments_digest=b"", principal=None)
 
