@@ -146,8 +146,7 @@ class Ask(Generic[T_co]):
         fallback: object = NO_FALLBACK,
         *,
         accept_unasked: bool = False,
-        method: str = "",
-        consent: str = "",
+        method: str = "", consent: str = "",
     ) -> None:
         self._settler = settler
         self.key = key
