@@ -170,6 +170,7 @@ def test_every_decision_is_one_log_line(caplog: pytest.LogCaptureFixture) -> Non
         assert set(fields) >= {"flow_id", "question", "consent_id"}
     assert lines[0].question == lines[1].question  # type: ignore[attr-defined]
     assert lines[0].consent_id == lines[1].consent_id != "-"  # type: ignore[attr-defined]
+    assert lines[0].flow_id == lines[1].flow_id != "-"  # type: ignore[attr-defined]
 
 
 def test_the_policy_names_clients_by_name_or_version_and_reads_a_file(tmp_path: Path) -> None:
@@ -212,3 +213,34 @@ def test_a_handler_with_two_confirms_gets_a_token_that_covers_both() -> None:
 def test_a_bad_consent_mode_is_refused_at_registration() -> None:
     with pytest.raises(ValueError, match="consent must be one of"):
         Server("x").tool(consent="maybe")(lambda: "x")  # type: ignore[call-overload]
+
+
+def test_the_json_log_carries_the_consent_fields() -> None:
+    import io
+    import json
+
+    from mrtr.serving._logging import JsonFormatter, RequestContext
+
+    app, _ = make_app()
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(RequestContext())
+    logger = logging.getLogger("mrtr.consent")
+    logger.addHandler(handler)
+    old = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        with TestClient(app, capabilities=NO_FORMS, principal="ada") as client:
+            token = client.call_tool("delete_repo", {"name": "mrtr"}).consent_token
+            client.call_tool("delete_repo", {"name": "mrtr", "_confirm": token})
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert len(lines) == 1  # minting is no decision; the redemption is one
+    line = lines[0]
+    assert line["logger"] == "mrtr.consent" and line["consent"] == "token"
+    assert line["tool"] == "delete_repo" and len(line["question"]) == 32
+    assert line["principal"] == __import__("hashlib").sha256(b"ada").hexdigest()[:16]
+    assert line["consent_id"] != "-" and len(line["flow_id"]) == 24  # the flow that minted it

@@ -195,7 +195,7 @@ class ConsentGate:
         binding, shape = bind(), ask.spec.shape
         if grant is not None and shape in grant.shapes:
             self.decided("override" if overridden else "token", binding.target,
-                         binding.principal, shape, flow_id or grant.flow_id, grant.consent_id)
+                         binding.principal, shape, grant.flow_id or flow_id, grant.consent_id)
             return True
         shapes = (grant.shapes if grant is not None else frozenset()) | {shape}
         raise ConsentRequired(self._question(ask, binding, shapes, flow_id))
@@ -251,9 +251,11 @@ class ConsentGate:
                   if principal is not None else "-")
         fields = {"consent": how, "tool": tool, "principal": digest, "question": question,
                   "flow_id": flow_id or "-", "consent_id": consent_id}
+        probe = current_probe()
+        if probe is not None and not probe.flow_id:  # a redemption continues the minting flow
+            probe.flow_id = flow_id  # (and the log's request context takes it from the probe)
         self.log.info("consent for %s: %s", tool if tool.isprintable() else repr(tool), how,
                       extra=fields)
-        probe = current_probe()
         span = probe.span if probe is not None else None
         if span is not None:
             setter = getattr(span, "set_attribute", None)

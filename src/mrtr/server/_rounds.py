@@ -286,6 +286,7 @@ class Round:
     def _emit(self, ask: Ask[Any], problem: str | None) -> Any:
         gate = self._engine.consent
         if ask.consent and self.consent and gate is not None:
+            self.flow_deadline()  # names the flow, so the token and the audit line carry its id
             granted = gate.decide(ask, self.consent, self._capabilities, self._info, self.grant,
                                   self._bind, self.flow.flow_id)  # may raise ConsentRequired
             if granted is not NATIVE:
