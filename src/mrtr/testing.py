@@ -223,10 +223,11 @@ class TestClient:
 
     def complete_url(self, url: str) -> None:
         """What a browser does at the end of a URL elicitation (`ctx.elicit_url_done`): open
-        `<path>/elicitation/complete/<id>?...`; the query parameters are the recorded data.
-        Raises UnknownElicitation for an id that does not open."""
+        `<path>/elicitation/complete/<id>?...` (any URL whose last path segment is the id);
+        the query parameters are the recorded data. Raises UnknownElicitation for an id that
+        does not open."""
         parts = urllib.parse.urlsplit(url)
-        elicitation_id = parts.path.rsplit("/elicitation/complete/", 1)[-1]
+        elicitation_id = parts.path.rsplit("/", 1)[-1]
         data = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
         self._runner.run(self.dispatcher.completions.complete(elicitation_id, data))
 
