@@ -182,8 +182,11 @@ class ConsentGate:
 
     # -- the handler reached a confirm ---------------------------------------------------------
     def decide(self, ask: Ask[Any], default: str, capabilities: object, client_info: object,
-               grant: Grant | None, bind: Callable[[], Binding], flow_id: str) -> Any:
-        """NATIVE (ask in a form), True (a redeemed token says yes), or raise ConsentRequired."""
+               grant: Grant | None, bind: Callable[[], Binding],
+               named_flow: Callable[[], str]) -> Any:
+        """NATIVE (ask in a form), True (a redeemed token says yes), or raise ConsentRequired.
+
+        `bind` and `named_flow` (the flow's id) are called only on the token path."""
         mode = ask.consent if ask.consent in _MODES else default
         if mode == "native":
             return NATIVE
@@ -192,7 +195,7 @@ class ConsentGate:
                       and self.policy.ignores(client_info))
         if mode == "auto" and not lacks and not overridden:
             return NATIVE
-        binding, shape = bind(), ask.spec.shape
+        binding, shape, flow_id = bind(), ask.spec.shape, named_flow()
         if grant is not None and shape in grant.shapes:
             self.decided("override" if overridden else "token", binding.target,
                          binding.principal, shape, grant.flow_id or flow_id, grant.consent_id)
@@ -247,15 +250,16 @@ class ConsentGate:
                 consent_id: str = "-") -> None:
         """One `mrtr.consent` line (and span attribute) for a decision: form, token, override,
         declined or refused."""
-        digest = (hashlib.sha256(principal.encode()).hexdigest()[:16]
-                  if principal is not None else "-")
-        fields = {"consent": how, "tool": tool, "principal": digest, "question": question,
-                  "flow_id": flow_id or "-", "consent_id": consent_id}
         probe = current_probe()
         if probe is not None and not probe.flow_id:  # a redemption continues the minting flow
             probe.flow_id = flow_id  # (and the log's request context takes it from the probe)
-        self.log.info("consent for %s: %s", tool if tool.isprintable() else repr(tool), how,
-                      extra=fields)
+        if self.log.isEnabledFor(logging.INFO):
+            digest = (hashlib.sha256(principal.encode()).hexdigest()[:16]
+                      if principal is not None else "-")
+            fields = {"consent": how, "tool": tool, "principal": digest, "question": question,
+                      "flow_id": flow_id or "-", "consent_id": consent_id}
+            self.log.info("consent for %s: %s", tool if tool.isprintable() else repr(tool),
+                          how, extra=fields)
         span = probe.span if probe is not None else None
         if span is not None:
             setter = getattr(span, "set_attribute", None)

@@ -278,6 +278,11 @@ class Round:
                 return value
         return self._emit(ask, problem)
 
+    def _named_flow(self) -> str:
+        """The flow's id, fixed now if it has none (a token and its audit line carry it)."""
+        self.flow_deadline()
+        return self.flow.flow_id
+
     def _decided(self, gate: ConsentGate, value: object, shape: str) -> None:
         binding = self._bind()
         gate.decided("form" if value is True else "declined", binding.target, binding.principal,
@@ -285,10 +290,12 @@ class Round:
 
     def _emit(self, ask: Ask[Any], problem: str | None) -> Any:
         gate = self._engine.consent
-        if ask.consent and self.consent and gate is not None:
-            self.flow_deadline()  # names the flow, so the token and the audit line carry its id
+        # A confirm in a tool that may take the token path (its mode or the tool's is not
+        # "native"); every other ask goes straight on.
+        if (ask.consent and self.consent and gate is not None
+                and (ask.consent != "tool" or self.consent != "native")):
             granted = gate.decide(ask, self.consent, self._capabilities, self._info, self.grant,
-                                  self._bind, self.flow.flow_id)  # may raise ConsentRequired
+                                  self._bind, self._named_flow)  # may raise ConsentRequired
             if granted is not NATIVE:
                 self.flow.journal[ask.key] = Answer(shape=ask.spec.shape, value=_CONFIRMED)
                 return granted
