@@ -141,10 +141,36 @@ def pydantic_server(client: TestClient, ns: dict[str, Any]) -> None:
     assert flow.rounds == 3 and flow.text == "2 box(es) on 2026-12-01, label to ann@example.com"
 
 
+def connect(client: TestClient, ns: dict[str, Any]) -> None:
+    # Over real HTTP, with the provider's redirect and two replicas: tests/transports/
+    # test_url_completion.py.
+    from urllib.parse import parse_qs, urlsplit
+
+    provider = ns["provider"]
+
+    def browser(request: dict[str, Any]) -> dict[str, str]:  # the user signs in, then returns
+        redirect = parse_qs(urlsplit(request["params"]["url"]).query)["redirect_uri"][0]
+        client.complete_url(f"{redirect}?code={provider.sign_in('ann')}")
+        return {"action": "accept"}
+
+    flow = client.call_tool("connect_calendar", answers={"sign-in": browser})
+    assert flow.rounds == 2 and flow.text == "Calendar of ann connected."
+    assert "ann" in provider.tokens
+    asked = client.call_tool("disconnect_calendar", {"account": "ann"}, answers={"confirm-1": True})
+    assert asked.rounds == 2 and asked.text == "Calendar of ann disconnected."
+    with TestClient(ns["app"], capabilities={}) as model:  # no elicitation: consent by token
+        first = model.call_tool("disconnect_calendar", {"account": "bob"})
+        assert first.rounds == 1 and first.consent_token is not None
+        again = model.call_tool("disconnect_calendar",
+                                {"account": "bob", "_confirm": first.consent_token})
+        assert again.text == "Calendar of bob disconnected."
+
+
 SCENARIOS: dict[str, Callable[[TestClient, dict[str, Any]], None]] = {
     "asgi_app.py": asgi_app,
     "auth_server.py": auth_server,
     "bookings.py": bookings,
+    "connect.py": connect,
     "payments.py": payments,
     "provision.py": provision,
     "pydantic_server.py": pydantic_server,

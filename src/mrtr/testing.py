@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -98,6 +99,13 @@ class Flow:
         if "error" in last:
             raise from_wire(last["error"])
         return last["result"]  # type: ignore[no-any-return]
+
+    @property
+    def consent_token(self) -> str | None:
+        """The `_confirm` token of a final result that asks the model to confirm, else None
+        (docs/consent.md): call the tool again with `{**arguments, "_confirm": token}`."""
+        consent = self.result.get("_meta", {}).get("io.github.mrtr/consent")
+        return consent.get("token") if isinstance(consent, dict) else None
 
     @property
     def rounds(self) -> int:
@@ -212,6 +220,16 @@ class TestClient:
         if "error" in reply:
             raise from_wire(reply["error"])
         return reply["result"]  # type: ignore[no-any-return]
+
+    def complete_url(self, url: str) -> None:
+        """What a browser does at the end of a URL elicitation (`ctx.elicit_url_done`): open
+        `<path>/elicitation/complete/<id>?...` (any URL whose last path segment is the id);
+        the query parameters are the recorded data. Raises UnknownElicitation for an id that
+        does not open."""
+        parts = urllib.parse.urlsplit(url)
+        elicitation_id = parts.path.rsplit("/", 1)[-1]
+        data = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+        self._runner.run(self.dispatcher.completions.complete(elicitation_id, data))
 
     # -- driven flows --------------------------------------------------------------------------
     def call_tool(

@@ -22,6 +22,7 @@ from mrtr.client import (
     call_flow,
 )
 from mrtr.protocol import (
+    RETRY_AFTER_KEY,
     UNSET,
     CallToolRequest,
     CallToolRequestParams,
@@ -122,6 +123,24 @@ def test_state_only_reply_sleeps_then_retries() -> None:
     assert isinstance(gen.send(InputRequiredResult(request_state="abc")), Sleep)
     step = gen.send(None)
     assert isinstance(step, Send) and step.request.params.request_state == "abc"
+
+
+def test_not_yet_rounds_wait_the_hint_and_do_not_count_against_max_rounds() -> None:
+    gen = flow(max_rounds=2)
+    next(gen)
+    for n in range(5):  # a URL elicitation not completed yet: 5 waits with max_rounds=2
+        step = gen.send(InputRequiredResult(request_state=f"s{n}",
+                                            meta={RETRY_AFTER_KEY: 1500}))
+        assert isinstance(step, Sleep) and step.seconds == 1.5
+        sent = gen.send(None)
+        assert isinstance(sent, Send) and sent.request.params.request_state == f"s{n}"
+        assert sent.request.params.input_responses is UNSET
+    step = gen.send(InputRequiredResult(request_state="x", meta={RETRY_AFTER_KEY: 10**9}))
+    assert isinstance(step, Sleep) and step.seconds == 30.0  # clamped
+    gen.send(None)
+    with pytest.raises(StopIteration) as stop:
+        gen.send(DONE)
+    assert stop.value.value == DONE
 
 
 def test_answers_only_for_the_latest_round() -> None:

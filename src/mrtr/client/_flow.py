@@ -16,6 +16,7 @@ from typing import Protocol, TypeVar
 import msgspec
 
 from mrtr.protocol import (
+    RETRY_AFTER_KEY,
     UNSET,
     CreateTaskResult,
     InputRequiredResult,
@@ -43,6 +44,7 @@ __all__ = [
 
 ResultT = TypeVar("ResultT")
 DEFAULT_BACKOFF = 0.1
+MAX_WAITS = 1000  # "not yet" rounds a flow waits out (a URL elicitation) before they count
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +92,14 @@ def call_flow(
     rounds = 0 if resume is None else resume.round - 1
     asked = 0
     reply = resume.reply if resume is not None else (yield Send(request))
+    waits = 0
     while isinstance(reply, InputRequiredResult):
+        wait = _not_yet(reply)
+        if wait is not None and waits < MAX_WAITS:  # "not yet": wait as told, not a round
+            waits += 1
+            yield Sleep(wait)
+            reply = yield Send(_retry(request, None, reply, new_id(), new_meta()))
+            continue
         rounds += 1
         if rounds > max_rounds:
             raise TooManyRounds(max_rounds)
@@ -104,6 +113,16 @@ def call_flow(
     if not isinstance(reply, expect):
         raise UnexpectedResult(f"expected {expect.__name__}, got {type(reply).__name__}")
     return reply
+
+
+def _not_yet(reply: InputRequiredResult) -> float | None:
+    """The seconds a state-only "not yet" round asks to wait (`RETRY_AFTER_KEY`), else None."""
+    if reply.input_requests is not UNSET or reply.request_state is UNSET:
+        return None
+    hint = reply.meta.get(RETRY_AFTER_KEY) if isinstance(reply.meta, dict) else None
+    if isinstance(hint, bool) or not isinstance(hint, int | float):
+        return None
+    return min(max(hint / 1000.0, 0.05), 30.0)
 
 
 def _resumed(state: TaskState, resume: Suspended) -> TaskState:

@@ -16,18 +16,19 @@ import asyncio
 import contextlib
 import logging
 import os
-import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mrtr.errors import AuthUnavailable, Forbidden, ProtocolError, Unauthorized
 from mrtr.http._auth import Authenticator, ProtectedResource
+from mrtr.http._completion import CompletionRoute
 from mrtr.http._exchange import Exchange
 from mrtr.http._health import PROBE_PATHS, Health
 from mrtr.http._hosts import HostCheck, bound_resource
 from mrtr.http._playground import Playground, PlaygroundMode
 from mrtr.http._sessions import SessionEndpoint, session_era
+from mrtr.http._startup import warn_unshared_store
 from mrtr.server import Dispatcher, Peer, Principal, Server, SessionLimits
 from mrtr.server._failures import (
     auth_refusal,
@@ -41,7 +42,6 @@ from mrtr.server._failures import (
     too_large,
     unsupported_media_type,
 )
-from mrtr.stores import MemoryStore
 from mrtr.stores._redis import ready
 
 if TYPE_CHECKING:
@@ -126,6 +126,10 @@ class McpApp:
         )
         self.health: Health | None = Health(lambda: self.dispatcher) if health else None
         self.playground = Playground(self, playground) if playground else None
+        # Routes beside `path`: the playground's page, URL elicitation completions.
+        self.routes: tuple[Playground | CompletionRoute, ...] = (
+            *([self.playground] if self.playground else []),
+            CompletionRoute(lambda: self.dispatcher, path))
 
     def in_process_transport(self, *, principal: str | None = None) -> MemoryTransport:
         """A client transport calling this app's Dispatcher in process (`Client(mcp_app)`)."""
@@ -239,9 +243,11 @@ class McpApp:
 
     async def _elsewhere(self, scope: ASGIScope, headers: Mapping[str, str],
                          exchange: Exchange) -> None:
-        """Not the MCP path: the playground, the guard's metadata documents (GET), else 404."""
-        if self.playground is not None and await self.playground.intercept(scope, exchange):
-            return
+        """Not the MCP path: the playground, URL elicitation completions, the guard's metadata
+        documents (GET), else 404."""
+        for route in self.routes:
+            if await route.intercept(scope, exchange):
+                return
         if self.guard is not None and scope.get("method") == "GET":
             document = self.guard.document(self.dispatcher, scope.get("path", ""),
                                            self._resource(scope))
@@ -347,25 +353,6 @@ class McpApp:
                 # The usual case is one message holding the whole body: no join, no copy.
                 return b"".join((*chunks, chunk)) if chunks else chunk
             chunks.append(chunk)
-
-
-def warn_unshared_store(dispatcher: Dispatcher, log: logging.Logger) -> None:
-    """Warn at start-up when this process is likely one of several workers (its parent is a
-    Python process manager: uvicorn or hypercorn --workers or --reload, gunicorn) and its store is
-    its own (in memory, or none): a replay that reaches another worker would run again."""
-    import multiprocessing  # only here: a plain import of the app does not pay for it
-
-    store = dispatcher.store
-    if store is not None and not isinstance(store, MemoryStore):
-        return
-    if multiprocessing.parent_process() is None and "gunicorn" not in sys.modules:
-        return
-    log.warning("this process was started by another (workers or a reloader) and its store is "
-                "%s: if it is one of several workers, a round replayed to another one runs "
-                "again and its tasks are its own: give every worker one store, sqlite:///path "
-                "on one machine or redis://host across machines (MRTR_STORE for mrtr serve and "
-                "http_app(), Dispatcher(store=...) by hand)",
-                "in memory" if store is not None else "none")
 
 
 def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:

@@ -18,6 +18,7 @@ __all__ = [
     "LOG_LEVEL_KEY",
     "PROTOCOL_VERSION",
     "PROTOCOL_VERSION_KEY",
+    "RETRY_AFTER_KEY",
     "SERVER_INFO_KEY",
     "SUBSCRIPTION_ID_KEY",
     "SUPPORTED_VERSIONS",
@@ -42,6 +43,9 @@ CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
 LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+# mrtr's own: the milliseconds to wait before retrying a state-only input_required round that
+# says "not yet" (a URL elicitation not completed); such a round does not count as one.
+RETRY_AFTER_KEY = "io.github.mrtr/retryAfterMs"
 SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 

@@ -8,6 +8,7 @@ adds `run()` and `http_app()` to this `Server`.
 import warnings
 
 from mrtr.server._asks import Ask, Declined, Elicited
+from mrtr.server._consent import ConsentPolicy
 from mrtr.server._context import Context
 from mrtr.server._dispatch import Dispatcher, Reply
 from mrtr.server._forms import Choices, Confirmation, Email, Form, FormInvalid, Uri
@@ -31,6 +32,7 @@ __all__ = [
     "CachePolicy",
     "Choices",
     "Confirmation",
+    "ConsentPolicy",
     "Context",
     "Declined",
     "Dispatcher",

@@ -135,7 +135,7 @@ class Ask(Generic[T_co]):
     """An input the handler needs; `await` it (or pass several to `ctx.gather`)."""
 
     __slots__ = ("_settler", "key", "spec", "_resolve", "fallback", "accept_unasked", "awaited",
-                 "method")
+                 "method", "consent")
 
     def __init__(
         self,
@@ -146,7 +146,7 @@ class Ask(Generic[T_co]):
         fallback: object = NO_FALLBACK,
         *,
         accept_unasked: bool = False,
-        method: str = "",
+        method: str = "", consent: str = "",
     ) -> None:
         self._settler = settler
         self.key = key
@@ -156,6 +156,7 @@ class Ask(Generic[T_co]):
         self.accept_unasked = accept_unasked  # an answer counts even if this was never sent
         self.awaited = False  # set by `await` or ctx.gather: False at the end means it was dropped
         self.method = method  # the Context method that made it ("confirm"), for messages
+        self.consent = consent  # a confirm's mode (server/_consent.py): "" for any other ask
 
     @property
     def request(self) -> InputRequest:
@@ -250,6 +251,7 @@ class Asker:
     def make(
         self, method: str, key: str | None, spec: AskSpec, resolve: Resolver[T],
         fallback: object = NO_FALLBACK, *, accept_unasked: bool = False, kind: str = "",
+        consent: str = "",
     ) -> Ask[T]:
         """A new Ask for `ctx.<method>`, keyed `<kind>-<n>` unless the handler chose `key`."""
         if self.in_thread:
@@ -258,7 +260,8 @@ class Asker:
                             f"`async def` and write `await ctx.{method}(...)`")
         self._counter += 1
         ask = Ask(self._settler, key if key is not None else f"{kind or method}-{self._counter}",
-                  spec, resolve, fallback, accept_unasked=accept_unasked, method=method)
+                  spec, resolve, fallback, accept_unasked=accept_unasked, method=method,
+                  consent=consent)
         self.made.append(ask)
         return ask
 

@@ -47,6 +47,7 @@ from mrtr.server._asks import (
     schema_digest,
     url_spec,
 )
+from mrtr.server._completions import Completions, NotYet
 from mrtr.server._forms import Confirmation, FormInvalid, render_form, validate_against_schema
 from mrtr.server._journal import FlowState
 from mrtr.server._once import declared_type, restore, run_kept
@@ -131,6 +132,7 @@ class Context(Reporting):
     _cancelled: threading.Event | None = None  # made on first use: only sync handlers need it
     task_hooks: TaskHooks | None = None  # set for task tools (tasks extension), else None
     task_id: str | None = None  # the task this handler runs as, None outside a task
+    completions: Completions | None = None  # URL elicitation ids and records (the round's)
 
     async def begin_task(self) -> None:
         """Run the rest of this handler as a task (tools declared with `task=`).
@@ -232,8 +234,15 @@ class Context(Reporting):
 
         return self.asker.make("elicit_schema", key, spec, resolve, kind="elicit")
 
-    def confirm(self, message: str, *, key: str | None = None) -> Ask[bool]:
-        """Ask a yes/no question; decline and cancel count as no."""
+    def confirm(self, message: str, *, key: str | None = None,
+                consent: Literal["native", "auto", "token"] | None = None) -> Ask[bool]:
+        """Ask a yes/no question; decline and cancel count as no.
+
+        `consent` (tools only, docs/consent.md): "native" asks in a form or fails with -32021
+        on a client without elicitation; "token" asks through the model with a single-use
+        confirmation token; "auto" asks natively when the client renders forms, else by token.
+        None: the tool's `consent=` (default "auto" for destructive tools, else "native").
+        """
         rendered = render_form(Confirmation)
         spec = form_spec(message, rendered.schema, rendered.digest)
 
@@ -248,7 +257,7 @@ class Context(Reporting):
                 raise Reask(str(exc)) from exc
             return yes, {"action": "accept", "content": {"confirm": yes}}
 
-        return self.asker.make("confirm", key, spec, resolve)
+        return self.asker.make("confirm", key, spec, resolve, consent=consent or "tool")
 
     def elicit_url(self, message: str, url: str, *, key: str | None = None) -> Ask[None]:
         """Send the user to `url` (URL-mode elicitation); resolves once the user consented."""
@@ -260,6 +269,27 @@ class Context(Reporting):
             return None, _ACCEPTED
 
         return self.asker.make("elicit_url", key, url_spec(message, url), resolve, kind="url")
+
+    async def elicit_url_done(self, message: str, url: Callable[[str], str], *,
+                              key: str = "url") -> object:
+        """Send the user to `url(elicitation_id)` and return once the page completed (the data
+        the completion route recorded: its query parameters, docs/consent.md).
+
+        Until then each retry is a "not yet" round (state only, with a retry hint) that never
+        blocks and does not count against max_rounds. The completion is recorded in the
+        Dispatcher's store, which every replica reads; a decline or cancel raises Declined.
+        """
+        links = self.completions
+        if links is None:
+            raise RuntimeError("ctx.elicit_url_done is served by a Dispatcher's tools only")
+        record = self.idempotency_key(f"elicitation-url\x00{key}")
+        elicitation_id = await self.once(f"elicitation-url:{key}", lambda: links.mint(record),
+                                         returns=str)
+        await self.elicit_url(message, url(elicitation_id), key=key)
+        done, data = await links.completed(record)
+        if not done:
+            raise NotYet(links.retry_after)
+        return data
 
     def sample(
         self,

@@ -34,6 +34,8 @@ from mrtr.protocol import (
     decode_client_message,
 )
 from mrtr.server._asks import Suspend
+from mrtr.server._completions import Completions
+from mrtr.server._consent import ConsentGate
 from mrtr.server._failures import error_reply, failed_reply
 from mrtr.server._idempotency import IdempotencyKeys, IdempotencyPolicy
 from mrtr.server._ledger import Ledger
@@ -146,6 +148,12 @@ class Dispatcher:
         self.on_unawaited_ask = on_unawaited_ask
         engine = RoundEngine(self.sealer, max_rounds=max_rounds, ledger=ledger,
                              on_unawaited=on_unawaited_ask or self.log.warning)
+        # Confirmation tokens for clients that cannot render ctx.confirm (docs/consent.md).
+        engine.consent = ConsentGate(self.sealer, store, server.consent,
+                                     audience=f"{server.name}/consent")
+        # URL elicitations that complete: McpApp's completion route records them here.
+        self.completions = engine.completions = Completions(
+            self.sealer, store, audience=f"{server.name}/elicitation")
         self._lister = Lister(server, meta)
         self._runner = Runner(server, engine, meta, self.log, expose_errors=expose_errors)
         # Tasks live in the store (any replica answers); without one, in this process only.

@@ -33,6 +33,7 @@ class ToolEntry:
     scopes: frozenset[str] = frozenset()  # OAuth scopes a caller needs (mrtr.auth)
     # A pydantic return type's dump: value → (JSON for the text, structuredContent).
     dump: Callable[[object], tuple[object, object]] | None = None
+    consent: str = "native"  # ctx.confirm's default mode (server/_consent.py)
 
 
 @dataclass(frozen=True, slots=True)

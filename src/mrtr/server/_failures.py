@@ -53,6 +53,7 @@ from mrtr.errors import (
 )
 from mrtr.protocol import CallToolResult, JSONObject, TextContent
 from mrtr.server._asks import Declined, Suspend
+from mrtr.server._consent import ConsentRefused
 from mrtr.server._reply import Reply
 from mrtr.server._results import ToolError, tool_error
 from mrtr.server._schema import ArgumentsInvalid
@@ -69,7 +70,7 @@ __all__ = [
 
 RequestId = str | int | None
 Headers = Sequence[tuple[bytes, bytes]]
-_REFUSALS = (Declined, ArgumentsInvalid)  # the client's doing: the message is sent
+_REFUSALS = (Declined, ArgumentsInvalid, ConsentRefused)  # the client's doing: message sent
 
 
 # -- a handler's failure (both eras) ---------------------------------------------------------------

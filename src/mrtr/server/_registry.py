@@ -21,6 +21,7 @@ from mrtr.protocol import (
     ToolAnnotations,
     tool_header_map,
 )
+from mrtr.server._consent import ConsentMode, ConsentPolicy, consent_schema, tool_consent
 from mrtr.server._entries import (
     CompletionEntry,
     PromptEntry,
@@ -82,6 +83,7 @@ class Server:
         page_size: int = 100,
         tasks: TaskPolicy = TaskPolicy(),  # noqa: B008 - frozen value object
         limits: StoreLimits = StoreLimits(),  # noqa: B008 - frozen value object
+        consent: ConsentPolicy | None = None,
     ) -> None:
         self.name = name
         self.version = version
@@ -92,6 +94,9 @@ class Server:
         self.tasks = tasks  # TTL, poll interval, per-principal cap and lease of task tools
         self.limits = limits  # bytes kept in the store for callers: per blob, per principal
         self.tables = Tables()
+        # The operator's override: clients that declare elicitation and never render it get
+        # confirmation tokens instead (docs/consent.md).
+        self.consent = consent
 
     # -- tools ---------------------------------------------------------------------------------
     @overload
@@ -108,6 +113,7 @@ class Server:
         task: TaskSupport | None = None,
         scopes: Sequence[str] = (),
         replace: bool = False,
+        consent: ConsentMode | None = None,
     ) -> Callable[[Fn], Fn]: ...
     def tool(
         self,
@@ -120,6 +126,7 @@ class Server:
         task: TaskSupport | None = None,
         scopes: Sequence[str] = (),
         replace: bool = False,
+        consent: ConsentMode | None = None,
     ) -> Fn | Callable[[Fn], Fn]:
         """Register a tool (`@app.tool` or `@app.tool(...)`).
 
@@ -128,7 +135,11 @@ class Server:
         request for others; "required" answers -32021 to the others. See docs/tasks.md.
         `scopes` are the OAuth scopes a caller's token must hold when the transport authorizes
         (docs/auth.md). A second tool of the same name raises ValueError unless `replace=True`.
+        `consent` is the default mode of its `ctx.confirm` (docs/consent.md): "auto" (the default
+        when `annotations.destructiveHint` is true) asks through the model with a `_confirm`
+        token when the client cannot render the question, "token" always does, "native" never.
         """
+        mode = tool_consent(consent, annotations.destructive_hint if annotations else None)
         if task not in (None, "optional", "required"):
             raise ValueError(f"task must be 'optional', 'required' or None, not {task!r}")
         if callable(name):  # bare `@app.tool`
@@ -152,7 +163,7 @@ class Server:
                 name=tool_name,
                 title=title if title is not None else UNSET,
                 description=describe(description, fn, tool_name),
-                input_schema=schema,
+                input_schema=schema if mode == "native" else consent_schema(schema),
                 output_schema=out if out is not None else UNSET,
                 annotations=annotations if annotations is not None else UNSET,
             )
@@ -160,7 +171,7 @@ class Server:
             check = output_checker(out) if out is not None else None
             self.tables.tools[tool_name] = ToolEntry(
                 tool, as_async(fn), convert, asks, header_map, ctx_param is not None, check,
-                task, task is not None and calls_begin_task(fn), frozenset(scopes), dump,
+                task, task is not None and calls_begin_task(fn), frozenset(scopes), dump, mode,
             )
             return fn
 

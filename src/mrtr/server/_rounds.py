@@ -42,6 +42,8 @@ from mrtr.server._asks import (
     request_shape,
     required_capability,
 )
+from mrtr.server._completions import RETRY_HINT_KEY, Completions, NotYet
+from mrtr.server._consent import NATIVE, ConsentGate, Grant
 from mrtr.server._context import Context
 from mrtr.server._journal import Answer, FlowState, decode_flow, encode_flow
 from mrtr.server._ledger import Ledger
@@ -87,6 +89,8 @@ class RoundEngine:
         # (TestClient fails the test instead).
         self.on_unawaited = on_unawaited or logging.getLogger("mrtr.server").warning
         self.ledger = ledger  # None: rounds may be redeemed again (no store)
+        self.consent: ConsentGate | None = None  # confirmation tokens (set by the Dispatcher)
+        self.completions: Completions | None = None  # URL elicitations (set by the Dispatcher)
         self._max_rounds = max_rounds
         self._random = random  # tests inject one; None: prefix + serial below
         # Flow ids label a flow inside its sealed state: unique, not secret. A random prefix per
@@ -143,8 +147,8 @@ class RoundEngine:
 class Round:
     """One request of a flow: settles the handler's asks, then finishes or suspends."""
 
-    __slots__ = ("_answered", "_bind", "_capabilities", "_deadline", "_engine", "_responses",
-                 "_sent", "_shapes", "asked", "caught_up", "flow")
+    __slots__ = ("_answered", "_bind", "_capabilities", "_deadline", "_engine", "_info",
+                 "_responses", "_sent", "_shapes", "asked", "caught_up", "consent", "flow", "grant")
 
     def __init__(
         self,
@@ -159,6 +163,9 @@ class Round:
         self._deadline = deadline  # None on round 1 until flow_deadline() fixes it
         self._responses: Mapping[str, object] = {}
         self._capabilities: object = None
+        self._info: object = None  # clientInfo, for the operator's consent policy
+        self.consent = ""  # a tool's default consent mode (set by the Runner); "": not a tool
+        self.grant: Grant | None = None  # a redeemed confirmation token (server/_consent.py)
         self._shapes: dict[str, str] = {}  # key -> shape of every ask settled in this run
         self._answered = False  # an answer was journaled this round
         self.asked: dict[str, InputRequest] = {}  # what this round sends
@@ -178,11 +185,14 @@ class Round:
     ) -> Context:
         """The Context the handler runs with in this round."""
         self._responses = input_responses
-        self._capabilities = meta.client_capabilities
-        ledger = self._engine.ledger
-        return Context(request_id=request_id, meta=meta, peer=peer, flow=self.flow,
-                       input_responses=input_responses, settler=self, sink=sink,
-                       ledger=ledger, flow_deadline=self.flow_deadline if ledger else None)
+        self._capabilities, self._info = meta.client_capabilities, meta.client_info
+        engine = self._engine
+        ledger = engine.ledger
+        ctx = Context(request_id=request_id, meta=meta, peer=peer, flow=self.flow,
+                      input_responses=input_responses, settler=self, sink=sink,
+                      ledger=ledger, flow_deadline=self.flow_deadline if ledger else None)
+        ctx.completions = engine.completions
+        return ctx
 
     @property
     def deadline(self) -> float | None:
@@ -209,6 +219,8 @@ class Round:
         """
         try:
             value = await handler(ctx)
+        except NotYet as wait:  # a URL elicitation not completed yet (server/_completions.py)
+            return self._not_yet(wait.retry_after)
         except Suspend:
             return self._suspend(self.asked, self._sent, self.flow.state)
         except BaseExceptionGroup as group:  # asks inside task groups: one round, like gather
@@ -261,10 +273,32 @@ class Round:
             else:
                 flow.journal[key] = Answer(shape=shape, value=kept)
                 self._answered = True
+                if ask.consent and self.consent and self._engine.consent is not None:
+                    self._decided(self._engine.consent, value, shape)
                 return value
         return self._emit(ask, problem)
 
+    def _named_flow(self) -> str:
+        """The flow's id, fixed now if it has none (a token and its audit line carry it)."""
+        self.flow_deadline()
+        return self.flow.flow_id
+
+    def _decided(self, gate: ConsentGate, value: object, shape: str) -> None:
+        binding = self._bind()
+        gate.decided("form" if value is True else "declined", binding.target, binding.principal,
+                     shape, self.flow.flow_id)
+
     def _emit(self, ask: Ask[Any], problem: str | None) -> Any:
+        gate = self._engine.consent
+        # A confirm in a tool that may take the token path (its mode or the tool's is not
+        # "native"); every other ask goes straight on.
+        if (ask.consent and self.consent and gate is not None
+                and (ask.consent != "tool" or self.consent != "native")):
+            granted = gate.decide(ask, self.consent, self._capabilities, self._info, self.grant,
+                                  self._bind, self._named_flow)  # may raise ConsentRequired
+            if granted is not NATIVE:
+                self.flow.journal[ask.key] = Answer(shape=ask.spec.shape, value=_CONFIRMED)
+                return granted
         if capability_missing(self._capabilities, ask.spec.capability):
             if ask.has_fallback:
                 return ask.fallback
@@ -287,6 +321,17 @@ class Round:
                 raise MissingRequiredClientCapability(needed)
         return self._suspend(asks, shapes, value.state)
 
+    def _not_yet(self, retry_after: float) -> InputRequiredResult:
+        """A state-only round with a retry hint; it does not count against max_rounds."""
+        flow = self.flow
+        following = FlowState(flow_id=flow.flow_id or self._engine.new_flow_id(),
+                              round=flow.round, journal=flow.journal, onces=flow.onces,
+                              state=flow.state, round_id=self._engine.new_round_id())
+        token = self._engine.seal(following, self._bind(), self._deadline,
+                                  answered=self._answered)
+        return InputRequiredResult(request_state=token,
+                                   meta={RETRY_HINT_KEY: round(retry_after * 1000)})
+
     def _suspend(
         self, asks: Mapping[str, InputRequest], shapes: dict[str, str], state: JSON
     ) -> InputRequiredResult:
@@ -307,4 +352,5 @@ class Round:
         )
 
 
+_CONFIRMED: JSON = {"action": "accept", "content": {"confirm": True}}  # what a token journals
 _UNANSWERED: Any = object()  # _resolve's "emitted, not answered yet"; also "no response"

@@ -25,6 +25,7 @@ from mrtr.protocol import (
     ReadResourceRequest,
     ReadResourceResult,
 )
+from mrtr.server._consent import CONFIRM_ARGUMENT, ConsentRefused, ConsentRequired, split_confirm
 from mrtr.server._context import Context, StartTask
 from mrtr.server._entries import ToolEntry
 from mrtr.server._failures import tool_failure
@@ -105,11 +106,12 @@ class Runner:
         if entry.scopes and not peer.allows(entry.scopes):
             raise InsufficientScope(sorted(entry.scopes))
         arguments = params.arguments if params.arguments is not UNSET else {}
-        if entry.task is not None and self.tasks is not None:
-            tasked = _tasked(entry, params.meta.client_capabilities.extensions)
-            if tasked:
-                return await self._call_task_tool(request, peer, sink, entry, arguments,
-                                                  flow_id)
+        token: object = None
+        if CONFIRM_ARGUMENT in arguments:  # a confirmation token (server/_consent.py)
+            arguments, token = split_confirm(arguments)
+        if (entry.task is not None and self.tasks is not None
+                and _tasked(entry, params.meta.client_capabilities.extensions)):
+            return await self._call_task_tool(request, peer, sink, entry, arguments, flow_id)
 
         async def invoke(ctx: Context) -> Any:
             if entry.ask_if_missing:
@@ -119,15 +121,33 @@ class Runner:
             return await (entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args))
 
         round_, ctx = self._open(request, peer, sink, params.name, arguments, flow_id)
-        if self._engine.ledger is not None and round_.flow.round_id:  # round 1: nothing to redeem
-            return await self._redeem(round_, request, CallToolResult,
-                                      lambda: self._tool_result(entry, round_.run(invoke, ctx)))
+        round_.consent = entry.consent
+        if token is not None or self._engine.ledger is not None and round_.flow.round_id:
+            return await self._confirmed(entry, round_, request, (token, arguments), peer,
+                                         lambda: self._tool_result(entry, round_.run(invoke, ctx)))
         # The hot path (no store, or round 1) inlines _tool_result: one coroutine frame fewer.
         try:
             out = await round_.run(invoke, ctx)
         except Exception as exc:
             out = self._failure(exc, params.name)  # a ProtocolError is re-raised
+        except ConsentRequired as need:  # the question goes to the model, with a token
+            return _asked_model(need, self._meta)
         return self._tool_outcome(entry, out)
+
+    async def _confirmed(
+        self, entry: ToolEntry, round_: Round, request: CallToolRequest,
+        presented: tuple[object, dict[str, Any]], peer: Peer,
+        finish: Callable[[], Awaitable[CallToolResult | InputRequiredResult]],
+    ) -> CallToolResult | InputRequiredResult:
+        """`finish()` once per round (a store, not round 1), after using up the call's
+        `_confirm` token (round 1 only; refused: nothing runs, see _consent.py)."""
+        gate, params, (token, arguments) = self._engine.consent, request.params, presented
+        if token is not None and gate is not None and params.request_state is UNSET:
+            try:
+                round_.grant = await gate.redeem(token, params.name, arguments, peer.principal)
+            except ConsentRefused as exc:
+                return self._tool_outcome(entry, self._failure(exc, params.name))
+        return await self._redeem(round_, request, CallToolResult, finish)
 
     async def _call_task_tool(
         self, request: CallToolRequest, peer: Peer, sink: Notifier | None,
@@ -165,6 +185,8 @@ class Runner:
             out = await run
         except Exception as exc:
             out = self._failure(exc, entry.tool.name)  # a ProtocolError is re-raised
+        except ConsentRequired as need:
+            return _asked_model(need, self._meta)
         return self._tool_outcome(entry, out)
 
     def _failure(self, exc: Exception, name: str) -> CallToolResult:
@@ -315,6 +337,12 @@ async def _asked_if_missing(
 
 
 R = TypeVar("R", bound=msgspec.Struct)
+
+
+def _asked_model(need: ConsentRequired, meta: dict[str, Any]) -> CallToolResult:
+    """The consent question for the model, with the server's `_meta` too."""
+    own = need.result.meta if isinstance(need.result.meta, dict) else {}
+    return msgspec.structs.replace(need.result, meta={**meta, **own})
 
 
 def _with_meta(result: R, meta: dict[str, Any]) -> R:

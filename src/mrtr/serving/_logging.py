@@ -25,7 +25,9 @@ FORMATS = ("text", "json")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+")
 _FIELDS = ("request_id", "flow_id", "round", "principal")
 # The request line's fields (docs/operations.md), written by JsonFormatter when a record has them.
-_LINE_FIELDS = ("method", "target", "outcome", "code", "is_error", "replayed", "duration_ms")
+_LINE_FIELDS = ("method", "target", "outcome", "code", "is_error", "replayed", "duration_ms",
+                # and the consent line's (`mrtr.consent`, docs/consent.md)
+                "consent", "tool", "question", "consent_id")
 _ENCODER = msgspec.json.Encoder(enc_hook=str)  # any other value is written as its str()
 
 

@@ -48,6 +48,7 @@ from mrtr.protocol import (
     encode_message,
     negotiate_version,
 )
+from mrtr.server._completions import not_yet
 from mrtr.server._dispatch import Dispatcher, Reply
 from mrtr.server._failures import ask_failed, error_reply, too_many_rounds
 from mrtr.server._peer import Peer
@@ -271,6 +272,7 @@ class SessionServer:
         dispatcher = self.dispatcher
         sink = _sink(outbound)
         urls: list[str] = []
+        waited = 0.0
         peer = dataclasses.replace(peer, session_id=session.id)  # for telemetry
         for answered in range(self.max_rounds + 1):
             try:
@@ -279,6 +281,15 @@ class SessionServer:
                 return error_reply(exc.request_id, exc)
             reply = await dispatcher.handle(decoded, peer, sink)
             result = reply.result
+            while (isinstance(result, InputRequiredResult) and waited < self.ask_timeout
+                   and (wait := not_yet(result)) is not None):
+                # A URL elicitation not completed yet: the 2025 client waits on this request,
+                # so this waits (the hint apart) and retries; these rounds do not count.
+                await asyncio.sleep(wait)
+                waited += wait
+                request = _retried(request, {}, result)
+                reply = await dispatcher.handle(dispatcher.receive(encode(request)), peer, sink)
+                result = reply.result
             if not isinstance(result, InputRequiredResult):
                 await self._complete_urls(session, urls, outbound)
                 return reply
@@ -290,10 +301,7 @@ class SessionServer:
                 return ask_failed(request.get("id"), request.get("method"), exc.text, self.log)
             except LimitExceeded as exc:  # an answer over StoreLimits.max_answer
                 return error_reply(request.get("id"), exc)
-            params = {**request["params"], "inputResponses": answers}
-            if result.request_state is not UNSET:
-                params["requestState"] = result.request_state
-            request = {**request, "params": params}
+            request = _retried(request, answers, result)
         return too_many_rounds(request.get("id"), request.get("method"), self.max_rounds,
                                self.log)
 
@@ -360,6 +368,13 @@ class SessionServer:
         for session in self.sessions.live():
             if uri in session.subscriptions and session.streams:
                 await session.streams[0](body)
+
+
+def _retried(request: JSONObject, answers: JSONObject, result: InputRequiredResult) -> JSONObject:
+    params = {**request["params"], "inputResponses": answers}
+    if result.request_state is not UNSET:
+        params["requestState"] = result.request_state
+    return {**request, "params": params}
 
 
 def _id(value: object) -> RequestId | None:
