@@ -31,10 +31,13 @@ class BenchAuth(ResourceServer):
         super().__init__(settings, verifier=verifier)
         self.bearer = f"Bearer {token}"
 
-    async def authenticate(self, headers: Mapping[str, str], resource: str, /) -> Principal:
+    async def authenticate(self, headers: Mapping[str, str], resource: str, /, *,
+                           method: str = "POST", dispatcher: Dispatcher | None = None
+                           ) -> Principal:
         if "authorization" not in headers:
             headers = {**headers, "authorization": self.bearer}
-        return await super().authenticate(headers, resource)
+        return await super().authenticate(headers, resource, method=method,
+                                          dispatcher=dispatcher)
 
 
 def create_app() -> McpApp:
