@@ -14,8 +14,10 @@ default of most identity providers (ES256 verification costs about 70 µs more p
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import httpx
 import jwt
@@ -27,6 +29,7 @@ from mrtr.auth import AuthSettings, JWTVerifier, KeySet, Principal, ResourceServ
 from mrtr.client.auth import DPoP
 from mrtr.http import McpApp
 from mrtr.server import Dispatcher
+from mrtr.stores import SQLiteStore
 
 ISSUER = "https://issuer.bench.invalid"
 AUDIENCE = "mrtr-bench"
@@ -105,8 +108,9 @@ def create_dpop_app() -> McpApp:
 
 
 def micro(number: int = 2000) -> dict[str, float]:
-    """µs per request of ResourceServer.authenticate: bearer, DPoP (MemoryStore), and the
-    client's proof signature (not the server's cost), each the best of 5 runs of `number`."""
+    """µs per request of ResourceServer.authenticate: bearer, DPoP (the jti in a MemoryStore,
+    then in SQLite), and the client's proof signature (not the server's cost); each the best
+    of 5 runs of `number`."""
     client, jkt = _client_key()
     verifier, token = _issued({"jkt": jkt})
     plain_verifier, plain = _issued()
@@ -135,6 +139,9 @@ def micro(number: int = 2000) -> dict[str, float]:
     results["bearer RS256"] = asyncio.run(timed(lambda: {"authorization": f"Bearer {plain}"},
                                                 bearer))
     results["DPoP RS256 + ES256 proof"] = asyncio.run(timed(proof, dpop))
+    with tempfile.TemporaryDirectory() as folder:  # the jti written to the default store
+        dispatcher = Dispatcher(app, store=SQLiteStore(Path(folder) / "jti.db"))
+        results["DPoP, jti in SQLite"] = asyncio.run(timed(proof, dpop))
     started = time.perf_counter()
     for _ in range(number):
         client.proof("POST", httpx.URL(url), access_token=token)

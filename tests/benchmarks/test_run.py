@@ -152,4 +152,5 @@ def test_the_dpop_target_verifies_a_fresh_proof_per_request_and_refuses_a_replay
 
     assert run(go()) == [200, 200, 200, 200, 401]
     costs = micro(number=20)
-    assert set(costs) == {"bearer RS256", "DPoP RS256 + ES256 proof", "client: sign a proof"}
+    assert set(costs) == {"bearer RS256", "DPoP RS256 + ES256 proof", "DPoP, jti in SQLite",
+                          "client: sign a proof"}
