@@ -317,3 +317,31 @@ def test_settings_check_the_dpop_options() -> None:
     parsed = AuthSettings.from_env(env)
     assert parsed is not None and (parsed.dpop, parsed.dpop_nonce) == ("require", True)
     assert AuthSettings.from_json(parsed.to_json()) == parsed
+
+
+def test_require_steps_up_with_a_dpop_insufficient_scope_challenge(auth: AuthServer) -> None:
+    app, key = app_with(auth, "require"), Key()
+    token = bound(auth, key)
+
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as c:
+            args = post_args(call("write"))
+            args["headers"].update({"authorization": f"DPoP {token}", "dpop": key.proof(token)})
+            return await c.post("/mcp", **args)
+    reply = run(go())
+    assert reply.status_code == 403
+    assert reply.headers["www-authenticate"].startswith(
+        'DPoP error="insufficient_scope", scope="notes:read notes:write", algs="')
+
+
+def test_an_introspected_token_is_bound_by_its_cnf(auth: AuthServer) -> None:
+    # RFC 9449 §6.2: the introspection answer carries cnf.jkt as a JWT would.
+    key = Key()
+    app = app_with(auth, "require", introspection_url=f"{auth.issuer}/introspect",
+                   client_id="mcp-rs", client_secret="rs-secret")
+    token = auth.mint_opaque(aud=RESOURCE, scope="notes:read")
+    assert refused_with(send(app, token, key.proof(token)), "invalid_token")  # not bound
+    auth.opaque[token]["cnf"] = {"jkt": key.jkt}
+    assert send(app, token, key.proof(token)).status_code == 200
+    assert send(app, token, scheme="Bearer").status_code == 401

@@ -135,7 +135,8 @@ class ResourceServer:
             await self._spend(proof, resource, dispatcher)
         if not self.required <= principal.scopes:
             raise Forbidden("Forbidden: insufficient scope", challenge=self.challenge(
-                resource, error="insufficient_scope", scopes=self.required | principal.scopes))
+                resource, error="insufficient_scope", scopes=self.required | principal.scopes,
+                scheme=self._scope_scheme))
         return principal
 
     async def _verify(self, token: str, resource: str, dispatcher: Dispatcher | None,
@@ -215,7 +216,8 @@ class ResourceServer:
         wanted = self.required | entry.scopes | (peer.scopes or frozenset())
         raise Forbidden("Forbidden: insufficient scope", scopes=sorted(entry.scopes),
                         challenge=self.challenge(self.settings.resource or resource,
-                                                 error="insufficient_scope", scopes=wanted))
+                                                 error="insufficient_scope", scopes=wanted,
+                                                 scheme=self._scope_scheme))
 
     def document(self, dispatcher: Dispatcher, path: str, resource: str, /) -> bytes | None:
         """The RFC 9728 metadata when `path` is its well-known path (root or path-suffixed)."""
@@ -247,14 +249,22 @@ class ResourceServer:
         return self.settings.audience or (resource,)
 
     def challenge(self, resource: str, *, error: str | None = None,
-                  scopes: Iterable[str] = ()) -> str:
-        """A `WWW-Authenticate: Bearer` value (RFC 6750 §3, RFC 9728 §5.1)."""
+                  scopes: Iterable[str] = (), scheme: str = "Bearer") -> str:
+        """A `WWW-Authenticate: Bearer` value (RFC 6750 §3, RFC 9728 §5.1); the same
+        parameters under `scheme` "DPoP" (RFC 9449 §7.1) when DPoP is required."""
         parts = [f'error="{error}"'] if error else []
         wanted = " ".join(sorted(scopes))
         if wanted:
             parts.append(f'scope="{wanted}"')
+        if scheme == "DPoP" and self.dpop is not None:
+            parts.append(f'algs="{" ".join(self.dpop.algorithms)}"')
         parts.append(f'resource_metadata="{_quoted(metadata_url(resource))}"')
-        return "Bearer " + ", ".join(parts)
+        return f"{scheme} " + ", ".join(parts)
+
+    @property
+    def _scope_scheme(self) -> str:
+        """The scheme a 403 insufficient_scope challenge names."""
+        return "DPoP" if self.settings.dpop == "require" else "Bearer"
 
 
 def metadata_url(resource: str) -> str:
