@@ -154,6 +154,8 @@ CHECKS: dict[str, tuple[Callable[[Key, str], list[str]], str]] = {
     "12 no ath": (lambda k, t: [k.proof(None)], "ath is not the hash of this access token"),
     "12 ath of another token": (lambda k, t: [k.proof(t + "x")],
                                 "ath is not the hash of this access token"),
+    "12 ath not ASCII": (lambda k, t: [k.proof(t, ath="é" * 43)],
+                         "ath is not the hash of this access token"),
 }
 
 
@@ -218,6 +220,8 @@ def test_4_3_12_the_token_must_be_bound_to_the_proof_key(auth: AuthServer) -> No
     unbound = auth.mint(aud=RESOURCE, scope="notes:read")
     assert refused_with(send(app, unbound, key.proof(unbound)), "invalid_token")
     assert send(app, token, other.proof(token)).status_code == 200
+    odd = auth.mint(aud=RESOURCE, scope="notes:read", cnf={"jkt": "é" * 43})
+    assert refused_with(send(app, odd, key.proof(odd)), "invalid_token")  # never a 500
 
 
 def test_a_replayed_proof_is_refused(auth: AuthServer) -> None:

@@ -140,7 +140,7 @@ class ProofChecker:
         if access_token is not None:
             ath = claims.get("ath")
             digest = b64url(hashlib.sha256(access_token.encode("ascii")).digest())
-            if not isinstance(ath, str) or not hmac.compare_digest(ath, digest):
+            if not isinstance(ath, str) or not hmac.compare_digest(ath.encode(), digest.encode()):
                 raise InvalidProof("ath is not the hash of this access token")
         # (10) the nonce this server gave
         if self.nonce:

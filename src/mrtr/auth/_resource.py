@@ -12,7 +12,6 @@ It only raises (Unauthorized, Forbidden, AuthUnavailable); the error policy
 # scopes never enter the requestState binding, so stepping up keeps a flow alive.
 from __future__ import annotations
 
-import hmac
 import logging
 import re
 import time
@@ -126,7 +125,7 @@ class ResourceServer:
                                 "Unauthorized: this access token needs a DPoP proof",
                                 dispatcher, scheme)
         if proof is not None:
-            if jkt is None or not hmac.compare_digest(jkt, proof.jkt):
+            if jkt != proof.jkt:  # a thumbprint is no secret: a plain comparison
                 why = "is not DPoP-bound" if jkt is None else "is bound to another key"
                 self.log.info("DPoP token refused: the access token %s", why)
                 raise self._refused(resource, "invalid_token",
