@@ -171,6 +171,10 @@ def targets_spec(
     spec["mrtr-auth"] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, OAuth JWT per request",
                          "cmd": spec["mrtr"]["cmd"].replace("benchmarks.server:app",
                                                             "benchmarks.auth:create_app")}
+    spec["mrtr-auth-dpop"] = {
+        **spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, OAuth JWT + DPoP proof per request",
+        "cmd": spec["mrtr"]["cmd"].replace("benchmarks.server:app",
+                                           "benchmarks.auth:create_dpop_app")}
     if base is not None:
         spec[BASE] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, baseline checkout",
                       "env": {"PYTHONPATH": f"{base / 'src'}{os.pathsep}{base}"}}

@@ -61,7 +61,8 @@ ROWS = {
     "mrtr.client.transports": row(*BASE),
     "mrtr.client": row(*BASE, "mrtr.client.transports"),
     "mrtr.client.auth": row(*BASE, "mrtr.client", "mrtr.client.transports"),
-    "mrtr.auth": row(*BASE, "mrtr.server"),  # the OAuth resource server: server and errors only
+    # the OAuth resource server: the server core, and the store for DPoP's jti replay cache
+    "mrtr.auth": row(*BASE, STORES, "mrtr.server"),
     # thin server-side adapters; stores: the ASGI lifespan checks and closes the store it owns
     "mrtr.http": row(*BASE, STORES, *SERVER, "mrtr.auth"),
     "mrtr.http.playground": row(),  # the playground page's static files: no code

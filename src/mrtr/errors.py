@@ -16,7 +16,8 @@ from typing import ClassVar
 import msgspec
 
 __all__ = [
-    "AuthUnavailable", "Forbidden", "from_wire", "HeaderMismatch", "IdempotencyKeyConflict",
+    "AuthUnavailable", "DPoPRefused", "Forbidden", "from_wire", "HeaderMismatch",
+    "IdempotencyKeyConflict",
     "IdempotencyKeyInProgress", "InsufficientScope", "InternalError", "InvalidParams",
     "InvalidRequest", "InvalidRequestState", "LimitExceeded", "MethodNotFound",
     "MissingRequiredClientCapability", "MrtrError", "OutcomePending", "OutcomeTooLarge",
@@ -44,6 +45,16 @@ class Unauthorized(MrtrError):  # noqa: N818 - reads as the HTTP status it maps 
         super().__init__(message)
         self.message = message
         self.challenge = challenge  # "" sends no WWW-Authenticate
+
+
+class DPoPRefused(Unauthorized):
+    """A DPoP proof or DPoP-bound token refused (RFC 9449 §7.1): 401 with the DPoP challenge;
+    `error` is its code, `nonce` (if any) goes out as the `DPoP-Nonce` header (§9)."""
+
+    def __init__(self, message: str, *, challenge: str, error: str | None,
+                 nonce: str | None = None) -> None:
+        super().__init__(message, challenge=challenge)
+        self.error, self.nonce = error, nonce
 
 
 class Forbidden(Unauthorized):

@@ -1,7 +1,8 @@
 """AuthServer: a small real OAuth 2.1 authorization server on 127.0.0.1, for tests.
 
 RFC 8414 metadata, a JWKS whose keys rotate on demand, a token endpoint (client_credentials,
-authorization_code with PKCE S256, refresh_token; RFC 8707 `resource` becomes `aud`), RFC 7662
+authorization_code with PKCE S256, refresh_token; RFC 8707 `resource` becomes `aud`; a DPoP
+proof binds the token to its key, RFC 9449 `cnf.jkt`), RFC 7662
 introspection of opaque tokens, RFC 7591 registration. Tokens are ES256 JWTs signed by PyJWT.
 Reusable by any end-to-end test: `with AuthServer() as auth: token = auth.mint(...)`.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import json
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
@@ -26,6 +28,15 @@ from tests.transports.conftest import LiveServer
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+def jwk_thumbprint(jwk: Mapping[str, Any]) -> str:
+    """RFC 7638 (SHA-256, base64url), written apart from mrtr.auth: both agree, or one is wrong."""
+    required = {"EC": ("crv", "kty", "x", "y"), "RSA": ("e", "kty", "n"),
+                "OKP": ("crv", "kty", "x")}[jwk["kty"]]
+    canonical = json.dumps({k: jwk[k] for k in required}, separators=(",", ":"), sort_keys=True)
+    digest = hashlib.sha256(canonical.encode()).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
 class AuthServer:
@@ -128,6 +139,7 @@ class AuthServer:
             "grant_types_supported": ["authorization_code", "client_credentials",
                                       "refresh_token"],
             "code_challenge_methods_supported": ["S256"],
+            "dpop_signing_alg_values_supported": ["ES256", "RS256", "PS256", "EdDSA"],
             "token_endpoint_auth_methods_supported": ["client_secret_basic",
                                                       "client_secret_post", "none"],
         }
@@ -210,9 +222,16 @@ class AuthServer:
             return 400, {"error": "unsupported_grant_type"}, []
         resource = form.get("resource") or grant_info["resource"]
         scope = form.get("scope") or grant_info["scope"]
+        bound: dict[str, object] = {}
+        if "dpop" in headers:  # RFC 9449 §5: a proof of the client's key binds the token to it
+            jkt = self.dpop_key(headers["dpop"])
+            if jkt is None:
+                return 400, {"error": "invalid_dpop_proof"}, []
+            bound = {"cnf": {"jkt": jkt}}
         token = self.mint(aud=resource or self.issuer, sub=grant_info["sub"], scope=scope,
-                          client_id=client)
-        reply: dict[str, object] = {"access_token": token, "token_type": "Bearer",
+                          client_id=client, **bound)
+        reply: dict[str, object] = {"access_token": token,
+                                    "token_type": "DPoP" if bound else "Bearer",
                                     "expires_in": 300, "scope": scope}
         if grant != "client_credentials":
             refresh = secrets.token_urlsafe(16)
@@ -220,6 +239,21 @@ class AuthServer:
                                      "scope": scope, "resource": resource}
             reply["refresh_token"] = refresh
         return 200, reply, [(b"cache-control", b"no-store")]
+
+    def dpop_key(self, proof: str) -> str | None:
+        """The RFC 7638 thumbprint of a valid token-request proof's key (None: invalid)."""
+        try:
+            header = jwt.get_unverified_header(proof)
+            jwk = header["jwk"]
+            claims = jwt.decode(proof, jwt.PyJWK(jwk, algorithm=header["alg"]),
+                                algorithms=[header["alg"]])
+        except (jwt.PyJWTError, KeyError, TypeError, ValueError):
+            return None
+        if (header.get("typ") != "dpop+jwt" or claims.get("htm") != "POST"
+                or claims.get("htu") != f"{self.issuer}/token"
+                or abs(time.time() - claims.get("iat", 0)) > 60):
+            return None
+        return jwk_thumbprint(jwk)
 
     def _authorize(self, query: dict[str, str]) -> tuple[int, object, list[tuple[bytes, bytes]]]:
         """Approves at once as `user` (no login page) and redirects with a code."""

@@ -47,8 +47,9 @@ def test_targets_file_copies_sdk_and_floor_and_adds_mrtr() -> None:
     spec = targets_spec(shared, Path("/x/.venv/bin/mrtr"))
     assert [k for k in spec if not k.startswith("_")] == [
         "sdk", "sdk-json", "sdk-manual", "floor-uvicorn", "mrtr", "mrtr-nostore", "mrtr-memory",
-        "mrtr-redis", "mrtr-nootel", "mrtr-otel-sdk", "mrtr-auth"]
+        "mrtr-redis", "mrtr-nootel", "mrtr-otel-sdk", "mrtr-auth", "mrtr-auth-dpop"]
     assert "serve benchmarks.auth:create_app " in spec["mrtr-auth"]["cmd"]
+    assert "serve benchmarks.auth:create_dpop_app " in spec["mrtr-auth-dpop"]["cmd"]
     assert spec["mrtr-nostore"]["cmd"] == spec["mrtr"]["cmd"] + " --store none"
     assert spec["mrtr-redis"]["cmd"].endswith(" --store redis://127.0.0.1:6379/0")
     assert spec["sdk"] == {"cmd": "sdk"}
@@ -124,3 +125,32 @@ def test_13_the_redis_target_gets_a_redis_server_stopped_by_its_pid(tmp_path: Pa
     assert proc.returncode is not None
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_the_dpop_target_verifies_a_fresh_proof_per_request_and_refuses_a_replay() -> None:
+    import httpx
+
+    from benchmarks.auth import create_dpop_app, micro
+    from tests.transports.conftest import call, post_args, run
+
+    app = create_dpop_app()
+
+    async def go() -> list[int]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:9000") as c:
+            lent = [(await c.post("/mcp", **post_args(call("echo", {"text": "hi"})))).status_code
+                    for _ in range(3)]
+            args = post_args(call("echo", {"text": "hi"}))
+            guard = app.guard
+            assert guard is not None
+            token = guard.token  # type: ignore[attr-defined]
+            proof = guard.client.proof(  # type: ignore[attr-defined]
+                "POST", httpx.URL("http://127.0.0.1:9000/mcp"), access_token=token)
+            args["headers"].update({"authorization": f"DPoP {token}", "dpop": proof})
+            again = [(await c.post("/mcp", **args)).status_code for _ in range(2)]
+            return lent + again
+
+    assert run(go()) == [200, 200, 200, 200, 401]
+    costs = micro(number=20)
+    assert set(costs) == {"bearer RS256", "DPoP RS256 + ES256 proof", "DPoP, jti in SQLite",
+                          "client: sign a proof"}

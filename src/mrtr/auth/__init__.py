@@ -1,5 +1,6 @@
 """OAuth 2.1 resource server for McpApp: bearer tokens in, `ctx.principal` out (docs/auth.md)."""
 
+from mrtr.auth._dpop import thumbprint
 from mrtr.auth._keys import AuthServerDown, KeySet, UnknownKey
 from mrtr.auth._resource import WELL_KNOWN, ResourceServer, metadata_url
 from mrtr.auth._settings import AuthSettings
@@ -26,6 +27,7 @@ __all__ = [
     "Principal",
     "principal_of",
     "ResourceServer",
+    "thumbprint",
     "TokenCache",
     "TokenVerifier",
     "UnknownKey",

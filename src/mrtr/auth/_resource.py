@@ -21,17 +21,25 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from mrtr.auth._dpop import InvalidProof, Proof, ProofChecker, bound_key
 from mrtr.auth._keys import AuthServerDown, KeySet
 from mrtr.auth._settings import AuthSettings
-from mrtr.auth._tokens import Introspection, InvalidToken, JWTVerifier, TokenCache, TokenVerifier
-from mrtr.errors import AuthUnavailable, Forbidden, Unauthorized
+from mrtr.auth._tokens import (
+    ALGORITHMS,
+    Introspection,
+    InvalidToken,
+    JWTVerifier,
+    TokenCache,
+    TokenVerifier,
+)
+from mrtr.errors import AuthUnavailable, DPoPRefused, Forbidden, StoreUnavailable, Unauthorized
 from mrtr.protocol import CallToolRequest
 from mrtr.server import Dispatcher, Peer, Principal
 
 __all__ = ["WELL_KNOWN", "ResourceServer", "metadata_url"]
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
-_BEARER = re.compile(r"^[Bb][Ee][Aa][Rr][Ee][Rr] +([A-Za-z0-9\-._~+/]+=*) *$")
+_AUTHORIZATION = re.compile(r"^(Bearer|DPoP) +([A-Za-z0-9\-._~+/]+=*) *$", re.IGNORECASE)
 
 
 class ResourceServer:
@@ -55,6 +63,8 @@ class ResourceServer:
         self.keys: KeySet | None = None
         self.jwt: TokenVerifier | None = None
         self.opaque: TokenVerifier | None = None
+        self.dpop: ProofChecker | None = None
+        self._dpop_checker(clock)
         if verifier is not None:
             self.jwt = self.opaque = self._cached(verifier, clock)
             return
@@ -75,33 +85,124 @@ class ResourceServer:
         if self.opaque is not None:
             self.opaque = self._cached(self.opaque, clock)
 
+    def _dpop_checker(self, clock: Callable[[], float]) -> None:
+        settings = self.settings
+        self.dpop = None if settings.dpop == "off" else ProofChecker(
+            algorithms=ALGORITHMS, window=settings.dpop_window, leeway=settings.leeway,
+            nonce=settings.dpop_nonce, clock=clock, log=self.log)
+
     # -- ProtectedResource (McpApp) ---------------------------------------------------------------
-    async def authenticate(self, headers: Mapping[str, str], resource: str, /) -> Principal:
-        """The caller's Principal. Raises Unauthorized (401), Forbidden, AuthUnavailable."""
+    async def authenticate(self, headers: Mapping[str, str], resource: str, /, *,
+                           method: str = "POST", dispatcher: Dispatcher | None = None
+                           ) -> Principal:
+        """The caller's Principal. Raises Unauthorized (401), Forbidden, AuthUnavailable.
+
+        `method` is the request's (a DPoP proof's `htm`); `dispatcher` lends its store (the
+        `jti` replay cache) and key ring (nonces) to DPoP.
+        """
         resource = self.settings.resource or resource
-        found = _BEARER.match(headers.get("authorization", ""))
-        if found is None:
-            raise Unauthorized("Unauthorized: a bearer token is required",
-                               challenge=self.challenge(resource, scopes=self.required))
-        token = found.group(1)
+        found = _AUTHORIZATION.match(headers.get("authorization", ""))
+        scheme = found.group(1).lower() if found is not None else None
+        if found is None or (scheme == "dpop" and self.dpop is None):
+            raise self._refused(resource, None, "Unauthorized: a bearer token is required"
+                                if self.settings.dpop != "require" else
+                                "Unauthorized: a DPoP-bound token and proof are required",
+                                dispatcher, None)
+        token = found.group(2)
+        if scheme == "bearer" and self.settings.dpop == "require":
+            self.log.info("bearer token refused: DPoP is required (--auth-dpop require)")
+            raise self._refused(resource, "invalid_token",
+                                "Unauthorized: a DPoP-bound token and proof are required",
+                                dispatcher, scheme)
+        proof = None
+        if scheme == "dpop":
+            proof = self._proof(headers, method, resource, token, dispatcher)
+        principal = await self._verify(token, resource, dispatcher, scheme)
+        jkt = bound_key(principal.claims)
+        if proof is None and jkt is not None:
+            self.log.info("bearer token refused: it is DPoP-bound (cnf.jkt), it needs a proof")
+            raise self._refused(resource, "invalid_token",
+                                "Unauthorized: this access token needs a DPoP proof",
+                                dispatcher, scheme)
+        if proof is not None:
+            if jkt != proof.jkt:  # a thumbprint is no secret: a plain comparison
+                why = "is not DPoP-bound" if jkt is None else "is bound to another key"
+                self.log.info("DPoP token refused: the access token %s", why)
+                raise self._refused(resource, "invalid_token",
+                                    "Unauthorized: the access token is not bound to this key",
+                                    dispatcher, scheme)
+            await self._spend(proof, resource, dispatcher)
+        if not self.required <= principal.scopes:
+            raise Forbidden("Forbidden: insufficient scope", challenge=self.challenge(
+                resource, error="insufficient_scope", scopes=self.required | principal.scopes,
+                scheme=self._scope_scheme))
+        return principal
+
+    async def _verify(self, token: str, resource: str, dispatcher: Dispatcher | None,
+                      scheme: str | None) -> Principal:
         verifier = self.jwt if token.count(".") == 2 else self.opaque
         try:
             if verifier is None:
                 raise InvalidToken("not a JWT, and no introspection endpoint is configured")
-            principal = await verifier.verify(token, self.audiences(resource))
+            return await verifier.verify(token, self.audiences(resource))
         except InvalidToken as exc:
             self.log.info("bearer token refused: %s", exc)
-            raise Unauthorized("Unauthorized: invalid or expired access token",
-                               challenge=self.challenge(resource, error="invalid_token",
-                                                        scopes=self.required)) from None
+            raise self._refused(resource, "invalid_token",
+                                "Unauthorized: invalid or expired access token",
+                                dispatcher, scheme) from None
         except AuthServerDown as exc:
             self.log.warning("cannot check a bearer token, the issuer is unreachable: %s", exc)
             raise AuthUnavailable("Service Unavailable: the access token cannot be checked now",
                                   challenge="") from None
-        if not self.required <= principal.scopes:
-            raise Forbidden("Forbidden: insufficient scope", challenge=self.challenge(
-                resource, error="insufficient_scope", scopes=self.required | principal.scopes))
-        return principal
+
+    def _proof(self, headers: Mapping[str, str], method: str, resource: str, token: str,
+               dispatcher: Dispatcher | None) -> Proof:
+        assert self.dpop is not None
+        try:
+            if "dpop" not in headers:
+                raise InvalidProof("no DPoP header")
+            return self.dpop.check(headers["dpop"], method=method, url=resource,
+                                   access_token=token, dispatcher=dispatcher)
+        except InvalidProof as exc:
+            raise self._bad_proof(exc, resource, dispatcher) from None
+
+    async def _spend(self, proof: Proof, resource: str, dispatcher: Dispatcher | None) -> None:
+        assert self.dpop is not None
+        try:
+            await self.dpop.spend(proof, dispatcher)
+        except InvalidProof as exc:
+            raise self._bad_proof(exc, resource, dispatcher) from None
+        except StoreUnavailable as exc:
+            self.log.warning("cannot check a DPoP proof's jti, the store is unavailable: %s", exc)
+            raise AuthUnavailable("Service Unavailable: the DPoP proof cannot be checked now",
+                                  challenge="") from None
+
+    def _bad_proof(self, exc: InvalidProof, resource: str, dispatcher: Dispatcher | None
+                   ) -> Unauthorized:
+        self.log.info("DPoP proof refused: %s", exc)
+        message = ("Unauthorized: a DPoP nonce is required" if exc.error == "use_dpop_nonce"
+                   else "Unauthorized: invalid DPoP proof")
+        return self._refused(resource, exc.error, message, dispatcher, "dpop")
+
+    def _refused(self, resource: str, error: str | None, message: str,
+                 dispatcher: Dispatcher | None, scheme: str | None) -> Unauthorized:
+        """A 401 for credentials of `scheme`: Bearer alone when DPoP is off, else the DPoP
+        challenge, and the Bearer one when bearer tokens are accepted too. `error` goes with
+        the scheme that failed (RFC 6750 §3.1, RFC 9449 §7.1)."""
+        if self.dpop is None:
+            return Unauthorized(message, challenge=self.challenge(
+                resource, error=error, scopes=self.required))
+        dpop_failed = scheme == "dpop" or self.settings.dpop == "require"
+        params = [f'error="{error}"'] if error and dpop_failed else []
+        params += [f'algs="{" ".join(self.dpop.algorithms)}"',
+                   f'resource_metadata="{_quoted(metadata_url(resource))}"']
+        dpop = "DPoP " + ", ".join(params)
+        if self.settings.dpop == "allow":  # the scheme that failed first: a client reads its error
+            bearer = self.challenge(resource, scopes=self.required,
+                                    error=None if dpop_failed else error)
+            dpop = f"{dpop}, {bearer}" if dpop_failed else f"{bearer}, {dpop}"
+        return DPoPRefused(message, challenge=dpop, error=error,
+                           nonce=self.dpop.issue_nonce(dispatcher))
 
     def authorize(self, dispatcher: Dispatcher, message: Any, peer: Peer, resource: str,
                   /) -> None:
@@ -114,7 +215,8 @@ class ResourceServer:
         wanted = self.required | entry.scopes | (peer.scopes or frozenset())
         raise Forbidden("Forbidden: insufficient scope", scopes=sorted(entry.scopes),
                         challenge=self.challenge(self.settings.resource or resource,
-                                                 error="insufficient_scope", scopes=wanted))
+                                                 error="insufficient_scope", scopes=wanted,
+                                                 scheme=self._scope_scheme))
 
     def document(self, dispatcher: Dispatcher, path: str, resource: str, /) -> bytes | None:
         """The RFC 9728 metadata when `path` is its well-known path (root or path-suffixed)."""
@@ -129,6 +231,10 @@ class ResourceServer:
             "scopes_supported": sorted(self.required.union(*tool_scopes)),
             "bearer_methods_supported": ["header"],
         }
+        if self.dpop is not None:
+            metadata["dpop_signing_alg_values_supported"] = list(self.dpop.algorithms)
+            if self.settings.dpop == "require":
+                metadata["dpop_bound_access_tokens_required"] = True
         if self.settings.resource_name:
             metadata["resource_name"] = self.settings.resource_name
         return msgspec.json.encode(metadata)
@@ -142,14 +248,22 @@ class ResourceServer:
         return self.settings.audience or (resource,)
 
     def challenge(self, resource: str, *, error: str | None = None,
-                  scopes: Iterable[str] = ()) -> str:
-        """A `WWW-Authenticate: Bearer` value (RFC 6750 §3, RFC 9728 §5.1)."""
+                  scopes: Iterable[str] = (), scheme: str = "Bearer") -> str:
+        """A `WWW-Authenticate: Bearer` value (RFC 6750 §3, RFC 9728 §5.1); the same
+        parameters under `scheme` "DPoP" (RFC 9449 §7.1) when DPoP is required."""
         parts = [f'error="{error}"'] if error else []
         wanted = " ".join(sorted(scopes))
         if wanted:
             parts.append(f'scope="{wanted}"')
+        if scheme == "DPoP" and self.dpop is not None:
+            parts.append(f'algs="{" ".join(self.dpop.algorithms)}"')
         parts.append(f'resource_metadata="{_quoted(metadata_url(resource))}"')
-        return "Bearer " + ", ".join(parts)
+        return f"{scheme} " + ", ".join(parts)
+
+    @property
+    def _scope_scheme(self) -> str:
+        """The scheme a 403 insufficient_scope challenge names."""
+        return "DPoP" if self.settings.dpop == "require" else "Bearer"
 
 
 def metadata_url(resource: str) -> str:

@@ -22,7 +22,10 @@ ENV = {  # environment variable -> field; lists are separated by spaces or comma
     "MRTR_AUTH_CLIENT_ID": "client_id",
     "MRTR_AUTH_CLIENT_SECRET": "client_secret",
     "MRTR_AUTH_REQUIRE_AT_JWT": "require_at_jwt",  # 0/false/no/off: accept any JOSE typ
+    "MRTR_AUTH_DPOP": "dpop",  # off, allow or require (RFC 9449)
+    "MRTR_AUTH_DPOP_NONCE": "dpop_nonce",  # 1/true/yes/on: proofs must carry a server nonce
 }
+DPOP_MODES = ("off", "allow", "require")
 _LISTS = ("audience", "scopes")
 _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True,
              "0": False, "false": False, "no": False, "off": False}
@@ -45,6 +48,11 @@ class AuthSettings:
     as are the other times. `require_at_jwt=False` accepts JWTs whose JOSE `typ` is not
     `at+jwt` (RFC 9068 §4), for issuers that omit it or send `JWT`: an ID token the issuer
     signed for this audience is then accepted too.
+    `dpop` (RFC 9449): "off" accepts bearer tokens only, "allow" DPoP-bound tokens with a
+    proof as well, "require" only those; a token bound to a key (`cnf.jkt`) is never accepted
+    as a bearer token. A proof's `iat` may be `dpop_window` seconds old (and `leeway` ahead);
+    its `jti` is single-use through the Dispatcher's store. `dpop_nonce` makes every proof
+    carry a nonce this server issued (`use_dpop_nonce`), valid `dpop_window` seconds.
     Raises ValueError for a URL that is not https (http only on a loopback host).
     """
 
@@ -63,6 +71,9 @@ class AuthSettings:
     resource_name: str | None = None
     token_cache: float = 0.0
     require_at_jwt: bool = True
+    dpop: str = "off"
+    dpop_nonce: bool = False
+    dpop_window: float = 300.0
 
     def __post_init__(self) -> None:
         for name in ("issuer", "resource", "jwks_uri", "introspection_url"):
@@ -78,8 +89,17 @@ class AuthSettings:
             raise ValueError("introspection_url needs issuer")
         if not 0 <= self.token_cache <= 3600:
             raise ValueError(f"token_cache must be 0..3600 seconds, got {self.token_cache}")
+        self._check_dpop()
         if not 0 < self.timeout <= 60:
             raise ValueError(f"timeout must be 0..60 seconds, got {self.timeout}")
+
+    def _check_dpop(self) -> None:
+        if self.dpop not in DPOP_MODES:
+            raise ValueError(f"dpop must be one of {', '.join(DPOP_MODES)}, got {self.dpop!r}")
+        if self.dpop_nonce and self.dpop == "off":
+            raise ValueError("dpop_nonce needs dpop='allow' or 'require'")
+        if not 0 < self.dpop_window <= 3600:
+            raise ValueError(f"dpop_window must be 0..3600 seconds, got {self.dpop_window}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], **overrides: object) -> AuthSettings | None:
@@ -110,7 +130,7 @@ class AuthSettings:
 def _parse(var: str, name: str, text: str) -> object:
     if name in _LISTS:
         return tuple(text.replace(",", " ").split())
-    if name == "require_at_jwt":
+    if name in ("require_at_jwt", "dpop_nonce"):
         if text.strip().lower() not in _BOOLEANS:
             raise ValueError(f"{var} must be 1 or 0 (true/false, yes/no, on/off), got {text!r}")
         return _BOOLEANS[text.strip().lower()]

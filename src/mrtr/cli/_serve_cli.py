@@ -226,12 +226,20 @@ def _add_auth_options(serve: argparse.ArgumentParser) -> None:
                       help="accept JWTs whose header typ is not at+jwt (RFC 9068), for an "
                       "issuer that omits it or sends JWT; ID tokens for this audience then "
                       "pass too (MRTR_AUTH_REQUIRE_AT_JWT=0)")
+    auth.add_argument("--auth-dpop", choices=("off", "allow", "require"),
+                      help="DPoP (RFC 9449): accept sender-constrained tokens with a proof "
+                      "(allow), or only those (require); each proof is single-use across "
+                      "replicas sharing --store (default: off) (MRTR_AUTH_DPOP)")
+    auth.add_argument("--auth-dpop-nonce", action="store_true",
+                      help="DPoP proofs must carry a nonce this server issued (use_dpop_nonce); "
+                      "replicas accept each other's when they share MRTR_STATE_KEYS "
+                      "(MRTR_AUTH_DPOP_NONCE=1)")
 
 
 def _auth_settings(args: argparse.Namespace) -> AuthSettings | None:
     """AuthSettings from --auth-* over MRTR_AUTH_*, or None when neither names an issuer."""
     flags = (args.auth_issuer, args.auth_audience, args.auth_scopes, args.auth_resource,
-             args.auth_jwks_uri, args.auth_skip_typ_check)
+             args.auth_jwks_uri, args.auth_skip_typ_check, args.auth_dpop, args.auth_dpop_nonce)
     if not any(flags) and not any(k.startswith("MRTR_AUTH_") for k in os.environ):
         return None  # a server without auth never loads it
     from mrtr.auth import AuthSettings
@@ -240,7 +248,8 @@ def _auth_settings(args: argparse.Namespace) -> AuthSettings | None:
     settings = AuthSettings.from_env(
         os.environ, issuer=args.auth_issuer, audience=tuple(args.auth_audience or ()),
         scopes=scopes, resource=args.auth_resource, jwks_uri=args.auth_jwks_uri,
-        require_at_jwt=False if args.auth_skip_typ_check else None)
+        require_at_jwt=False if args.auth_skip_typ_check else None, dpop=args.auth_dpop,
+        dpop_nonce=True if args.auth_dpop_nonce else None)
     if settings is None and any(flags):
         raise ValueError("--auth-* options need --auth-issuer (or MRTR_AUTH_ISSUER)")
     return settings

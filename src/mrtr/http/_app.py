@@ -285,7 +285,9 @@ class McpApp:
     async def _authenticate(self, scope: ASGIScope, headers: Mapping[str, str]) -> str | None:
         """The principal, or None; raises Unauthorized (answered in `_http`)."""
         if self.guard is not None:
-            return await self.guard.authenticate(headers, self._resource(scope))
+            return await self.guard.authenticate(headers, self._resource(scope),
+                                                 method=scope.get("method", "POST"),
+                                                 dispatcher=self.dispatcher)
         if self.authenticator is None:
             return None
         return await self.authenticator(headers)  # type: ignore[operator]  # not a guard

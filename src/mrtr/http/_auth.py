@@ -20,9 +20,13 @@ class ProtectedResource(Protocol):
     `resource` is the endpoint's URL as the app derives it, never from a request header (see
     mrtr.http._hosts.bound_resource); a configured one overrides it. Each method raises
     Unauthorized (or a subclass) to refuse; `document` answers GETs on other paths.
+    `authenticate` is given the request's method and the app's Dispatcher (DPoP, RFC 9449:
+    the proof's `htm`, the store that keeps proofs single-use, the key ring for nonces).
     """
 
-    async def authenticate(self, headers: Mapping[str, str], resource: str, /) -> str | None: ...
+    async def authenticate(self, headers: Mapping[str, str], resource: str, /, *,
+                           method: str = "POST", dispatcher: Dispatcher | None = None
+                           ) -> str | None: ...
 
     def authorize(self, dispatcher: Dispatcher, message: Any, peer: Peer, resource: str,
                   /) -> None: ...

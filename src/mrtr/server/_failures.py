@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import msgspec
 
 from mrtr.errors import (
+    DPoPRefused,
     Forbidden,
     InsufficientScope,
     InternalError,
@@ -334,10 +335,10 @@ def body_timed_out(seconds: float) -> Refusal:
 def auth_refusal(exc: Unauthorized, request_id: RequestId = None) -> Refusal:
     """An authenticator's or guard's refusal: its status, `WWW-Authenticate` (or `Retry-After`
     for 503), a frozen message; `request_id` once the message was read."""
-    if exc.challenge:
-        headers = [(b"www-authenticate", exc.challenge.encode("latin-1", "replace"))]
-    else:
-        headers = [(b"retry-after", b"5")] if exc.status == 503 else []
+    headers = ([(b"www-authenticate", exc.challenge.encode("latin-1", "replace"))] if exc.challenge
+               else [(b"retry-after", b"5")] if exc.status == 503 else [])
+    if isinstance(exc, DPoPRefused) and exc.nonce:  # RFC 9449 §9: retry with this nonce
+        headers.append((b"dpop-nonce", exc.nonce.encode("ascii")))
     error: ProtocolError = (InsufficientScope(exc.scopes, exc.message)
                             if isinstance(exc, Forbidden) and exc.scopes
                             else InvalidRequest(exc.message))
