@@ -66,6 +66,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     check.add_argument("-v", "--verbose", action="store_true",
                        help="table: one line per finding, not one per rule")
     check.add_argument("--output", type=Path, metavar="FILE", help="write the report here")
+    check.add_argument("--sarif", type=Path, metavar="FILE",
+                       help="also write a SARIF 2.1.0 report here")
+    check.add_argument("--junit", type=Path, metavar="FILE",
+                       help="also write a JUnit XML report here")
     check.add_argument("--dry-run", action="store_true", help="list what would be sent")
     check.set_defaults(run=_run_check)
 
@@ -120,6 +124,9 @@ def _run_check(args: argparse.Namespace) -> int:
     formats = {"json": as_json, "sarif": as_sarif, "junit": as_junit}
     text = (as_table(report, verbose=args.verbose) if args.format == "table"
             else formats[args.format](report))
+    for path, extra in ((args.sarif, as_sarif), (args.junit, as_junit)):
+        if path is not None:
+            path.write_text(extra(report) + "\n")
     if args.output is not None:
         args.output.write_text(text + "\n")
         if args.format != "table":
