@@ -121,8 +121,9 @@ class Probe:
     def sort(rid: int, messages: Sequence[dict[str, Any]], exchange: Exchange) -> Exchange:
         for message in messages:
             is_reply = message.get("id") == rid and "method" not in message
-            # An error the server could not tie to our id (id null) still answers it.
-            orphan = message.get("id") is None and isinstance(message.get("error"), dict)
+            # An error the server could not tie to our id (id null, or its own placeholder
+            # such as "server-error") still answers it.
+            orphan = "method" not in message and isinstance(message.get("error"), dict)
             if (is_reply or orphan) and exchange.response is None:
                 exchange.response = message
             else:
