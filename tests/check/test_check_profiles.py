@@ -1,12 +1,16 @@
 """`mrtr check --client-profile NAME`: every shipped profile breaks a fixture server built to
-break on it, and passes on one that does not; the profiles are data files in the package."""
+break on it, and passes on one that does not; the profiles are data (profiles.toml) in the
+package."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +21,7 @@ from mrtr.server import Dispatcher
 from tests.check.defects import App
 from tests.transports.conftest import LiveServer
 
+ROOT = Path(__file__).resolve().parents[2]
 MRTR_STDIO = f"{sys.executable} -m mrtr.cli serve examples.bookings:app --stdio"
 DEFECTS_STDIO = f"{sys.executable} -m tests.check.defects --stdio"
 
@@ -76,3 +81,14 @@ def test_each_profile_breaks_its_fixture_and_passes_a_good_server(name: str) -> 
     breaking, good = CASES[name]
     assert verdict(breaking, name) == "warn"  # ADVICE level: a break is a WARN
     assert verdict(good, name) == "pass"
+
+
+@pytest.mark.slow
+def test_the_profiles_ship_in_the_wheel(tmp_path: Path) -> None:
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT),
+                            "-w", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                           check=False)
+    if built.returncode != 0:
+        pytest.skip(f"cannot build the wheel here: {built.stderr.strip()[-200:]}")
+    (wheel,) = tmp_path.glob("mrtr-*.whl")
+    assert "mrtr/check/profiles.toml" in zipfile.ZipFile(wheel).namelist()

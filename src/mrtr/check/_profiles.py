@@ -1,6 +1,6 @@
 """Client profiles for `mrtr check --client-profile NAME`: replay a named client's quirks."""
 
-# Design: a profile is a data file (profiles/NAME.toml, shipped in the wheel) naming one of the
+# Design: a profile is data (a table of profiles.toml, shipped in the wheel) naming one of the
 # behaviours below, its parameters and its evidence (which clients, which versions, where it
 # was seen), so profiles are added or corrected without code. Each behaviour sends what that
 # client sends and reports, under the rule `client-profile`, whether the server would break it.
@@ -32,22 +32,24 @@ class Profile:
     evidence: tuple[dict[str, str], ...]
 
 
+def _catalogue() -> dict[str, Any]:
+    text = (resources.files("mrtr.check") / "profiles.toml").read_text("utf-8")
+    found = tomllib.loads(text).get("profiles", {})
+    return dict(found) if isinstance(found, dict) else {}
+
+
 def names() -> list[str]:
     """Every shipped profile, by name."""
-    folder = resources.files("mrtr.check") / "profiles"
-    return sorted(f.name[:-5] for f in folder.iterdir() if f.name.endswith(".toml"))
+    return sorted(_catalogue())
 
 
 def load(name: str) -> Profile:
     """The profile called `name` (KeyError when there is none)."""
-    if name not in names():
-        raise KeyError(name)
-    text = (resources.files("mrtr.check") / "profiles" / f"{name}.toml").read_text("utf-8")
-    data = tomllib.loads(text)
+    data = _catalogue()[name]
     behaviour = str(data["behaviour"])
     if behaviour not in _BEHAVIOURS:
         raise KeyError(f"{name}: unknown behaviour {behaviour!r}")
-    return Profile(str(data["name"]), behaviour, str(data.get("summary", "")),
+    return Profile(name, behaviour, str(data.get("summary", "")),
                    tuple(data.get("transports", ["http", "stdio"])),
                    dict(data.get("request", {})),
                    tuple(dict(e) for e in data.get("evidence", [])))

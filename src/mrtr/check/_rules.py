@@ -130,7 +130,7 @@ _CATALOGUE: tuple[Rule, ...] = (
          "Real clients have quirks (discover then initialize on one connection, no probe, "
          "2025 defaults over stdio, declared-but-unrendered capabilities, strict Accept); a "
          "server that breaks on one breaks for that client's users.",
-         "See the profile's evidence (src/mrtr/check/profiles/NAME.toml) and serve that "
+         "See the profile's evidence (src/mrtr/check/profiles.toml) and serve that "
          "behaviour.", modern=False),
 )
 
