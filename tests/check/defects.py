@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 DEFECTS = ("connection-keyed", "unsigned", "unbound-args", "no-result-type", "buffered-sse",
-           "push", "late-plain-state", "late-unverified", "process-key")
+           "push", "late-plain-state", "late-unverified", "process-key", "open-get")
 PROFILE_DEFECTS = ("needs-probe", "cancel-crash", "strict-accept")
 VERSION = "2026-07-28"
 _KEY = hashlib.sha256(b"tests.check.defects").digest()  # fixed: stdio children share it
@@ -205,10 +205,9 @@ class App:
             await send({"type": "lifespan.shutdown.complete"})
             return
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        if scope["method"] == "GET" and "open-get" in self.server.defects:
+            return await _hold_open(receive, send)
         refused = self.refuse(scope["method"], headers)
-        if not refused and "strict-accept" in self.server.defects and (
-                "text/event-stream" not in headers.get("accept", "")):
-            refused = 406
         if refused:
             return await _send(send, refused, b"", "text/plain")
         body = b""
@@ -232,11 +231,13 @@ class App:
         code = 400 if message.get("method") == "initialize" else code
         await _send(send, code, json.dumps(reply).encode())
 
-    @staticmethod
-    def refuse(verb: str, headers: dict[str, str]) -> int:
+    def refuse(self, verb: str, headers: dict[str, str]) -> int:
         """The status refusing this request before its body is read, or 0."""
         if verb != "POST":
             return 405
+        if "strict-accept" in self.server.defects and (
+                "text/event-stream" not in headers.get("accept", "")):
+            return 406
         origin = headers.get("origin")
         foreign = origin and not origin.startswith(("http://127.0.0.1", "http://localhost"))
         local = headers.get("host", "").startswith(("127.0.0.1:", "localhost:"))
@@ -266,6 +267,15 @@ class App:
         events.append(reply)
         data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
         await send({"type": "http.response.body", "body": data})
+
+
+async def _hold_open(receive: Any, send: Any) -> None:
+    """An event stream that never ends (a stateless SDK holding GET open)."""
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")]})
+    await send({"type": "http.response.body", "body": b": open\n\n", "more_body": True})
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _send(send: Any, status: int, body: bytes, kind: str = "application/json") -> None:

@@ -26,8 +26,10 @@ BROKEN = {"connection-keyed": {"stateless.fresh-connection"}, "unsigned": {"seal
           "buffered-sse": set(), "push": {"stateless.no-push"},
           "late-plain-state": {"sealed.integrity"},
           "late-unverified": {"sealed.tamper"},
-          "process-key": set()}  # one process: only visible over stdio or across replicas
-WARNED = {"unbound-args": "sealed.bound-arguments", "buffered-sse": "transport.sse-buffering"}
+          "process-key": set(),  # one process: only visible over stdio or across replicas
+          "open-get": set()}
+WARNED = {"unbound-args": "sealed.bound-arguments", "buffered-sse": "transport.sse-buffering",
+          "open-get": "transport.get"}
 
 
 def check(options: Options) -> Report:
@@ -77,6 +79,8 @@ def test_budget_and_unreachable_servers_end_in_a_report() -> None:
     assert "sealed.tamper" in statuses(report, "skip")
     gone = check(Options(f"http://127.0.0.1:{free_port()}/mcp", timeout=2))
     assert "stateless.discover" in statuses(gone, "fail")
+    assert gone.unreachable and gone.exit_code() == 3
+    assert main(["check", f"http://127.0.0.1:{free_port()}/mcp", "--timeout", "2"]) == 3
 
 
 @pytest.mark.parametrize("module", ["examples.bookings", "examples.conformance.server"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 
 import pytest
 
@@ -111,3 +112,14 @@ def test_unknown_tool_as_is_error_is_a_warning_and_a_hanging_get_costs_the_short
         report = check(Options(server.url, only=["shape.error-codes"]))
     assert {f.status for f in of(report, "shape.error-codes")} == {"warn", "pass"}
     assert report.exit_code() == 0 and report.exit_code("warn") == 1
+
+
+def test_a_get_held_open_costs_the_short_get_timeout_not_the_request_timeout() -> None:
+    with LiveServer(App("open-get")) as server:
+        started = time.monotonic()
+        report = check(Options(server.url, only=["transport.get"], get_timeout=1.0,
+                               timeout=10.0))
+        elapsed = time.monotonic() - started
+    (found,) = of(report, "transport.get")
+    assert found.status == "warn" and "still open after 1 s" in found.detail, found
+    assert elapsed < 5, elapsed

@@ -12,8 +12,8 @@ from mrtr.check._observe import Recorder
 from mrtr.check._probe import Exchange, HttpProbe, Probe, meta
 from mrtr.check._rules import Finding
 
-__all__ = ["discover", "dual_era", "error_codes", "judge_header", "listings", "transport",
-           "unreachable"]
+__all__ = ["discover", "dual_era", "error_codes", "judge_header", "legacy_initialize",
+           "legacy_origin", "listings", "transport", "unreachable"]
 
 NO_TOOL = "mrtr-check-no-such-tool"
 _LEGACY = "2025-11-25"
@@ -96,22 +96,20 @@ async def transport(probe: HttpProbe, body_mib: int,
     """The HTTP rules; `param_tool` (name, arguments, header map) may be called to test
     `Mcp-Param-*` with a contradicting value. `modern` False (discovery failed): only the rules
     that hold for any Streamable HTTP server (Origin, body limit) run."""
+    if not modern:
+        return [await legacy_origin(probe), await _body_limit(probe, body_mib)]
     # A refusal only tells something when the same request, sent right, is served.
     params = {"_meta": meta()}
     baseline = await probe.rpc("tools/list", params)
     found: list[Finding] = []
     if baseline.status == 200 and baseline.response is not None:
-        if modern:
-            found += await _headers(probe, param_tool)
+        found += await _headers(probe, param_tool)
         found += await _origin(probe)
     else:
         why = f"a well-formed tools/list is not served ({_seen(baseline)})"
         found = [Finding("transport.headers", "skip", why),
                  Finding("transport.origin", "skip", why)]
-    found.append(await _body_limit(probe, body_mib))
-    if modern:
-        found.append(await _get(probe, get_timeout))
-    return found
+    return [*found, await _body_limit(probe, body_mib), await _get(probe, get_timeout)]
 
 
 async def _headers(probe: HttpProbe,
@@ -195,19 +193,37 @@ async def _get(probe: HttpProbe, timeout: float) -> Finding:
     return Finding("transport.get", "warn", f"GET gave {_seen(ex)}, not 405")
 
 
-async def dual_era(probe: Probe) -> Finding:
+async def legacy_initialize(probe: Probe, extra: dict[str, str] | None = None) -> Exchange:
+    """A 2025-11-25 `initialize` on a fresh connection (its session deleted after)."""
     params = {"protocolVersion": _LEGACY, "capabilities": {},
               "clientInfo": {"name": "mrtr-check", "version": "1"}}
-    if isinstance(probe, HttpProbe):
-        headers = {"Accept": "application/json, text/event-stream",
-                   "Content-Type": "application/json"}
-        ex = await probe.rpc("initialize", params, headers=headers, fresh=True)
-        session = ex.headers.get("mcp-session-id")
-        if session:
-            await probe.send("DELETE", None, {"Mcp-Session-Id": session, **headers})
-    else:
-        ex = await probe.rpc("initialize", params, fresh=True)
-    return _judge_initialize(ex)
+    if not isinstance(probe, HttpProbe):
+        return await probe.rpc("initialize", params, fresh=True)
+    headers = {"Accept": "application/json, text/event-stream",
+               "Content-Type": "application/json"}
+    ex = await probe.rpc("initialize", params, headers={**headers, **(extra or {})}, fresh=True)
+    session = ex.headers.get("mcp-session-id")
+    if session:
+        await probe.send("DELETE", None, {"Mcp-Session-Id": session, **headers})
+    return ex
+
+
+async def dual_era(probe: Probe) -> Finding:
+    return _judge_initialize(await legacy_initialize(probe))
+
+
+async def legacy_origin(probe: HttpProbe) -> Finding:
+    """The Origin rule for a server that does not speak 2026-07-28: on the request it does
+    serve, a 2025 `initialize` (a foreign Origin accepted there is as bad)."""
+    plain = await legacy_initialize(probe)
+    if plain.result is None:
+        return Finding("transport.origin", "skip",
+                       f"a 2025 initialize is not served either ({_seen(plain)})")
+    foreign = await legacy_initialize(probe, {"Origin": "http://mrtr-check.invalid"})
+    if foreign.status == 403:
+        return Finding("transport.origin", "pass", "foreign Origin on a 2025 initialize gets 403")
+    return Finding("transport.origin", "fail",
+                   f"foreign Origin on a 2025 initialize gave {_seen(foreign)}, not 403")
 
 
 def _judge_initialize(ex: Exchange) -> Finding:

@@ -148,7 +148,8 @@ async def _probes(probe: Probe, rec: Recorder, options: Options, found: list[Fin
     lists = await _basic.listings(probe, rec)
     if state.modern and options.wanted("shape.error-codes"):
         found += await _basic.error_codes(probe, rec)
-    if isinstance(probe, HttpProbe) and options.wanted("transport"):
+    if isinstance(probe, HttpProbe) and any(options.wanted(r.id) for r in RULES
+                                            if r.id.startswith("transport.")):
         found += await _basic.transport(probe, options.body_mib,
                                         _param_tool(lists["tools"], options), state.modern,
                                         options.get_timeout)
