@@ -1,5 +1,6 @@
-"""`mrtr check` against a server built with the official `mcp` 1.x SDK from PyPI (2025-only),
-over HTTP and stdio: every verdict matches a recorded expectation file
+"""`mrtr check` against servers built with the official Python SDK from PyPI: `mcp` 1.x
+(2025-only) and `mcp` 2.3.0 (2026-07-28, stateless and stateful HTTP, stdio), each in its own
+virtualenv: every verdict matches a recorded expectation file
 (tests/check/expected/*.json: rule -> statuses and, for skips and failures, why), so there
 are no knock-on FAILs and no 10 s stalls. Set MRTR_RECORD_EXPECTED=1 to re-record after a
 deliberate change (then read the diff)."""
@@ -9,13 +10,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
+import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from mrtr.check import Options, Report, run
 from tests.client.test_interop_mcp1 import SERVER, http_server, mcp1_python
+from tests.transports.conftest import free_port
 
 pytestmark = pytest.mark.slow
 __all__ = ["http_server", "mcp1_python"]  # fixtures used by name below
@@ -56,3 +63,58 @@ def test_official_sdk_server_over_stdio(mcp1_python: Path) -> None:
     report, seconds = check(Options(f"{mcp1_python} {SERVER}", stdio=True, call_tools=True))
     matches("mcp1-stdio", report)
     assert seconds < 8, seconds
+
+
+MCP2 = "mcp==2.3.0"
+MCP2_SERVER = Path(__file__).with_name("mcp2_server.py")
+
+
+@pytest.fixture(scope="module")
+def mcp2_python() -> Path:
+    """A virtualenv with the official `mcp` 2.3.0 (built once, reused); skips without PyPI."""
+    home = Path(tempfile.gettempdir()) / "mrtr-tests-mcp2.3.0-venv"
+    python = home / "bin" / "python"
+    if not (home / ".ready").is_file():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(home)], check=True,
+                       capture_output=True, timeout=120)
+        pip = subprocess.run([str(python), "-m", "pip", "install", "-q",
+                              "--disable-pip-version-check", MCP2],
+                             capture_output=True, text=True, timeout=600, check=False)
+        if pip.returncode != 0:
+            pytest.skip(f"cannot install {MCP2} from PyPI: {pip.stderr[-300:]}")
+        (home / ".ready").touch()
+    return python
+
+
+@pytest.fixture(params=["stateless", "stateful"])
+def mcp2_http(request: pytest.FixtureRequest, mcp2_python: Path) -> Iterator[tuple[str, str]]:
+    port = free_port()
+    child = subprocess.Popen([str(mcp2_python), str(MCP2_SERVER), "http", str(port),
+                              request.param], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        yield request.param, f"http://127.0.0.1:{port}/mcp"
+    finally:
+        child.terminate()
+        child.wait(10)
+
+
+def test_official_sdk_2_server_over_http(mcp2_http: tuple[str, str]) -> None:
+    mode, url = mcp2_http
+    report, seconds = check(Options(url, call_tools=True))
+    matches(f"mcp2-{mode}-http", report)
+    assert seconds < 10, seconds
+
+
+def test_official_sdk_2_server_over_stdio(mcp2_python: Path) -> None:
+    report, seconds = check(Options(f"{mcp2_python} {MCP2_SERVER}", stdio=True,
+                                    call_tools=True))
+    matches("mcp2-stdio", report)
+    assert seconds < 15, seconds

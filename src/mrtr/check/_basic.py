@@ -13,13 +13,14 @@ from mrtr.check._probe import Exchange, HttpProbe, Probe, meta
 from mrtr.check._rules import Finding
 
 __all__ = ["discover", "dual_era", "error_codes", "judge_header", "legacy_initialize",
-           "legacy_origin", "listings", "transport", "unreachable"]
+           "legacy_origin", "listings", "seen", "transport", "unreachable"]
 
 NO_TOOL = "mrtr-check-no-such-tool"
 _LEGACY = "2025-11-25"
 
 
-def _seen(ex: Exchange) -> str:
+def seen(ex: Exchange) -> str:
+    """What came back, in a few words: HTTP status, failure, error code and message."""
     status = f"HTTP {ex.status}, " if ex.status is not None else ""
     if ex.failure:
         return f"{status}{ex.failure}"
@@ -38,7 +39,7 @@ async def discover(probe: Probe, rec: Recorder) -> Finding:
             result.get("capabilities"), dict):
         return Finding("stateless.discover", "pass", f"supportedVersions {versions}")
     return Finding("stateless.discover", "fail",
-                   f"no valid DiscoverResult with 2026-07-28 ({_seen(ex)})")
+                   f"no valid DiscoverResult with 2026-07-28 ({seen(ex)})")
 
 
 def unreachable(rec: Recorder) -> bool:
@@ -81,12 +82,12 @@ async def error_codes(probe: Probe, rec: Recorder) -> list[Finding]:
                            "and FastMCP do this; clients cannot tell it from a tool failure)"))
     else:
         out.append(Finding("shape.error-codes", "fail",
-                           f"unknown tool gave {_seen(tool)}, not -32602"))
+                           f"unknown tool gave {seen(tool)}, not -32602"))
     if method.error_code == -32601:
         out.append(Finding("shape.error-codes", "pass", "unknown method -32601"))
     else:
         out.append(Finding("shape.error-codes", "fail",
-                           f"unknown method gave {_seen(method)}, not -32601"))
+                           f"unknown method gave {seen(method)}, not -32601"))
     return out
 
 
@@ -106,7 +107,7 @@ async def transport(probe: HttpProbe, body_mib: int,
         found += await _headers(probe, param_tool)
         found += await _origin(probe)
     else:
-        why = f"a well-formed tools/list is not served ({_seen(baseline)})"
+        why = f"a well-formed tools/list is not served ({seen(baseline)})"
         found = [Finding("transport.headers", "skip", why),
                  Finding("transport.origin", "skip", why)]
     return [*found, await _body_limit(probe, body_mib), await _get(probe, get_timeout)]
@@ -149,7 +150,11 @@ def judge_header(case: str, ex: Exchange) -> Finding:
     if case == MISSING and ex.status == 200 and ex.result is not None:
         return Finding("transport.headers", "pass", f"{case}: served (a server that also "
                        "serves pre-2025-06-18 clients MAY treat it as 2025-03-26)")
-    return Finding("transport.headers", "fail", f"{case}: {_seen(ex)}, not HTTP 400 + -32020")
+    if case == MISSING and ex.status == 400 and ex.response is not None:
+        return Finding("transport.headers", "warn", f"{case}: {seen(ex)}, not -32020: read "
+                       "as a 2025-03-26 request (the spec's carve-out), but a 2026-07-28 "
+                       "client cannot tell what is wrong")
+    return Finding("transport.headers", "fail", f"{case}: {seen(ex)}, not HTTP 400 + -32020")
 
 
 async def _origin(probe: HttpProbe) -> list[Finding]:
@@ -158,13 +163,13 @@ async def _origin(probe: HttpProbe) -> list[Finding]:
     ex = await probe.rpc("tools/list", params, headers=headers)
     origin = (Finding("transport.origin", "pass", "foreign Origin gets 403") if ex.status == 403
               else Finding("transport.origin", "fail",
-                           f"foreign Origin gave {_seen(ex)}, not 403"))
+                           f"foreign Origin gave {seen(ex)}, not 403"))
     host = await probe.rpc("tools/list", params,
                            headers={**probe.headers("tools/list", params),
                                     "Host": "mrtr-check.invalid"})
     if host.status is not None and 400 <= host.status < 500:
         return [origin, Finding("transport.origin", "pass", f"foreign Host gets {host.status}")]
-    return [origin, Finding("transport.origin", "warn", f"foreign Host gave {_seen(host)}: "
+    return [origin, Finding("transport.origin", "warn", f"foreign Host gave {seen(host)}: "
                             "a local server should check Host (DNS rebinding)")]
 
 
@@ -177,7 +182,7 @@ async def _body_limit(probe: HttpProbe, mib: int) -> Finding:
     if ex.failure and ex.status is None:
         return Finding("transport.body-limit", "pass",
                        f"{mib} MiB body: connection closed ({ex.failure})")
-    return Finding("transport.body-limit", "warn", f"{mib} MiB body accepted ({_seen(ex)})")
+    return Finding("transport.body-limit", "warn", f"{mib} MiB body accepted ({seen(ex)})")
 
 
 async def _get(probe: HttpProbe, timeout: float) -> Finding:
@@ -190,7 +195,7 @@ async def _get(probe: HttpProbe, timeout: float) -> Finding:
     if ex.status is None and ex.failure.startswith("TimeoutError"):
         return Finding("transport.get", "warn", f"GET got no answer within {timeout:g} s, "
                        "not 405")
-    return Finding("transport.get", "warn", f"GET gave {_seen(ex)}, not 405")
+    return Finding("transport.get", "warn", f"GET gave {seen(ex)}, not 405")
 
 
 async def legacy_initialize(probe: Probe, extra: dict[str, str] | None = None) -> Exchange:
@@ -218,12 +223,12 @@ async def legacy_origin(probe: HttpProbe) -> Finding:
     plain = await legacy_initialize(probe)
     if plain.result is None:
         return Finding("transport.origin", "skip",
-                       f"a 2025 initialize is not served either ({_seen(plain)})")
+                       f"a 2025 initialize is not served either ({seen(plain)})")
     foreign = await legacy_initialize(probe, {"Origin": "http://mrtr-check.invalid"})
     if foreign.status == 403:
         return Finding("transport.origin", "pass", "foreign Origin on a 2025 initialize gets 403")
     return Finding("transport.origin", "fail",
-                   f"foreign Origin on a 2025 initialize gave {_seen(foreign)}, not 403")
+                   f"foreign Origin on a 2025 initialize gave {seen(foreign)}, not 403")
 
 
 def _judge_initialize(ex: Exchange) -> Finding:
@@ -236,4 +241,4 @@ def _judge_initialize(ex: Exchange) -> Finding:
         return Finding("dual-era.initialize", "pass",
                        "modern only; the error names the supported versions")
     return Finding("dual-era.initialize", "fail",
-                   f"initialize gave {_seen(ex)} without naming supported versions")
+                   f"initialize gave {seen(ex)} without naming supported versions")

@@ -180,6 +180,12 @@ async def _tools(probe: Probe, rec: Recorder, options: Options,
         # the connections or processes it kept open.
         await drive(probe, rec, flow, options.answers, options.replicas)
         out += flow.findings
+        first = flow.replies[0] if flow.replies else None
+        if first is not None and first.result is None:  # a call that failed is not hidden
+            out.append(Finding("stateless.fresh-connection", "skip",
+                               f"round 1 gave {_basic.seen(first)}", flow.tool))
+        elif flow.problem:
+            out.append(Finding("stateless.fresh-connection", "skip", flow.problem, flow.tool))
         if flow.states:
             other = next((f for f, _ in flows if f is not flow), None)
             out += await _sealed.probe_flow(probe, flow, schema, other)
