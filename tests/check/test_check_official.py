@@ -1,6 +1,6 @@
 """`mrtr check` against servers built with the official Python SDK from PyPI: `mcp` 1.x
-(2025-only) and `mcp` 2.3.0 (2026-07-28, stateless and stateful HTTP, stdio), each in its own
-virtualenv: every verdict matches a recorded expectation file
+(2025-only) and `mcp` 2.3.0 (2026-07-28, stateless and stateful HTTP, stdio), and FastMCP 4.2.3
+(HTTP, stdio), each in its own virtualenv: every verdict matches a recorded expectation file
 (tests/check/expected/*.json: rule -> statuses and, for skips and failures, why), so there
 are no knock-on FAILs and no 10 s stalls. Set MRTR_RECORD_EXPECTED=1 to re-record after a
 deliberate change (then read the diff)."""
@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -67,31 +68,40 @@ def test_official_sdk_server_over_stdio(mcp1_python: Path) -> None:
 
 MCP2 = "mcp==2.3.0"
 MCP2_SERVER = Path(__file__).with_name("mcp2_server.py")
+FASTMCP = "fastmcp==4.2.3"
+FASTMCP_SERVER = Path(__file__).with_name("fastmcp4_server.py")
 
 
-@pytest.fixture(scope="module")
-def mcp2_python() -> Path:
-    """A virtualenv with the official `mcp` 2.3.0 (built once, reused); skips without PyPI."""
-    home = Path(tempfile.gettempdir()) / "mrtr-tests-mcp2.3.0-venv"
+def venv_with(requirement: str) -> Path:
+    """A virtualenv holding `requirement` (built once, reused); skips without PyPI."""
+    home = Path(tempfile.gettempdir()) / f"mrtr-tests-{requirement.replace('==', '-')}-venv"
     python = home / "bin" / "python"
     if not (home / ".ready").is_file():
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(home)], check=True,
                        capture_output=True, timeout=120)
         pip = subprocess.run([str(python), "-m", "pip", "install", "-q",
-                              "--disable-pip-version-check", MCP2],
+                              "--disable-pip-version-check", requirement],
                              capture_output=True, text=True, timeout=600, check=False)
         if pip.returncode != 0:
-            pytest.skip(f"cannot install {MCP2} from PyPI: {pip.stderr[-300:]}")
+            pytest.skip(f"cannot install {requirement} from PyPI: {pip.stderr[-300:]}")
         (home / ".ready").touch()
     return python
 
 
-@pytest.fixture(params=["stateless", "stateful"])
-def mcp2_http(request: pytest.FixtureRequest, mcp2_python: Path) -> Iterator[tuple[str, str]]:
-    port = free_port()
-    child = subprocess.Popen([str(mcp2_python), str(MCP2_SERVER), "http", str(port),
-                              request.param], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+@pytest.fixture(scope="module")
+def mcp2_python() -> Path:
+    return venv_with(MCP2)
+
+
+@pytest.fixture(scope="module")
+def fastmcp_python() -> Path:
+    return venv_with(FASTMCP)
+
+
+@contextmanager
+def serving(argv: list[str], port: int) -> Iterator[str]:
+    """Run a server command until its port answers; stop it by PID after."""
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -100,10 +110,18 @@ def mcp2_http(request: pytest.FixtureRequest, mcp2_python: Path) -> Iterator[tup
                 break
             except OSError:
                 time.sleep(0.2)
-        yield request.param, f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp"
     finally:
         child.terminate()
         child.wait(10)
+
+
+@pytest.fixture(params=["stateless", "stateful"])
+def mcp2_http(request: pytest.FixtureRequest, mcp2_python: Path) -> Iterator[tuple[str, str]]:
+    port = free_port()
+    argv = [str(mcp2_python), str(MCP2_SERVER), "http", str(port), request.param]
+    with serving(argv, port) as url:
+        yield request.param, url
 
 
 def test_official_sdk_2_server_over_http(mcp2_http: tuple[str, str]) -> None:
@@ -118,3 +136,18 @@ def test_official_sdk_2_server_over_stdio(mcp2_python: Path) -> None:
                                     call_tools=True))
     matches("mcp2-stdio", report)
     assert seconds < 15, seconds
+
+
+def test_fastmcp_4_server_over_http(fastmcp_python: Path) -> None:
+    port = free_port()
+    with serving([str(fastmcp_python), str(FASTMCP_SERVER), "http", str(port)], port) as url:
+        report, seconds = check(Options(url, call_tools=True))
+    matches("fastmcp4-http", report)
+    assert seconds < 10, seconds
+
+
+def test_fastmcp_4_server_over_stdio(fastmcp_python: Path) -> None:
+    report, seconds = check(Options(f"{fastmcp_python} {FASTMCP_SERVER}", stdio=True,
+                                    call_tools=True))
+    matches("fastmcp4-stdio", report)
+    assert seconds < 20, seconds
