@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrtr.check import RULES, Finding, Report, as_table
-from mrtr.check._sealed import _encode_like, _readable, _replace, variants
+from mrtr.check._sealed import _encode_like, _replace, readable, variants
 from mrtr.check._values import answer, arguments, other_arguments
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "check.md"
@@ -58,12 +58,12 @@ def test_readable_states_are_forged_in_their_own_encoding() -> None:
     claims = {"tool": "t", "args": {"city": "Oslo"}}
     plain = json.dumps(claims)
     token = base64.urlsafe_b64encode(plain.encode()).decode().rstrip("=")
-    assert _readable(token) == claims and _readable(plain) == claims
-    assert _readable("not.a-state") is None
+    assert readable(token) == claims and readable(plain) == claims
+    assert readable("not.a-state") is None
     forged, hit = _replace(claims, {"city": "Oslo"}, {"city": "Rome"})
     assert hit and forged["args"] == {"city": "Rome"}
     again = _encode_like(token, json.dumps(forged))
-    assert _readable(again) == forged and "=" not in again
+    assert readable(again) == forged and "=" not in again
     assert _encode_like(plain, "{}") == "{}"
 
 

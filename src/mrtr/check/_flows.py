@@ -35,12 +35,22 @@ class Flow:
     problem: str = ""
 
     @property
+    def states(self) -> list[tuple[int, str, dict[str, Any]]]:
+        """Every requestState the server minted: (the round that echoed it, the state, the
+        answers sent with it). Round 1 may mint none (the TypeScript SDK's shape), so the
+        sealed rules test each round's state, not only the first."""
+        out = []
+        for number, sent in enumerate(self.params[1:], start=2):
+            state = sent.get("requestState")
+            if isinstance(state, str):
+                out.append((number, state, dict(sent.get("inputResponses") or {})))
+        return out
+
+    @property
     def first_state(self) -> tuple[str, dict[str, Any]] | None:
-        """Round 1's requestState and the answers round 2 sent with it."""
-        if len(self.params) < 2:
-            return None
-        state = self.params[1].get("requestState")
-        return (state, self.params[1]["inputResponses"]) if isinstance(state, str) else None
+        """The first requestState and the answers sent with it."""
+        found = self.states
+        return (found[0][1], found[0][2]) if found else None
 
     @property
     def completed(self) -> bool:
@@ -107,21 +117,34 @@ async def _send(probe: Probe, flow: Flow, params: dict[str, Any], number: int,
         flow.findings.append(Finding("stateless.fresh-connection", "pass",
                                      f"round {number} served on {where}", flow.tool))
         return reply
-    again = await probe.rpc("tools/call", params, header_map=flow.header_map)
+    # Retry where the state was minted (the process or connection that answered the round
+    # before): success there means the state only works where it was made.
+    minter = flow.replies[-1].channel if flow.replies else None
+    again = await probe.rpc_on(minter, "tools/call", params, header_map=flow.header_map)
+    what = "process" if not probe.http else "connection"
     if again.result is not None:
         flow.findings.append(Finding(
             "stateless.fresh-connection", "fail",
-            f"round {number} failed on {where} but succeeded on the first connection: work is "
-            "kept per connection or per process", flow.tool))
+            f"round {number} failed on {where} ({_seen(reply)}) but succeeded on the {what} "
+            f"that minted its state: a per-{what} key or in-memory state", flow.tool))
         return again
     flow.findings.append(Finding(
         "stateless.fresh-connection", "warn",
-        f"round {number} failed on every connection (answers may not fit: --answers)", flow.tool))
+        f"round {number} failed on {where} and on the {what} that minted its state "
+        f"({_seen(again)}): the generated answers may not fit (give them with --answers)",
+        flow.tool))
     return again
+
+
+def _seen(ex: Exchange) -> str:
+    if ex.failure:
+        return ex.failure
+    code = ex.error_code
+    return f"error {code}" if code is not None else f"HTTP {ex.status}, no JSON-RPC reply"
 
 
 async def _fresh(probe: Probe, flow: Flow, params: dict[str, Any], url: str | None) -> Exchange:
     if isinstance(probe, HttpProbe):
         return await probe.rpc("tools/call", params, header_map=flow.header_map, fresh=True,
-                               url=url)
-    return await probe.rpc("tools/call", params, fresh=True)
+                               url=url, keep=True)
+    return await probe.rpc("tools/call", params, fresh=True, keep=True)

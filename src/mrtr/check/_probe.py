@@ -59,6 +59,8 @@ class Exchange:
     headers: dict[str, str] = field(default_factory=dict)
     event_stream: bool = False
     failure: str = ""
+    # The kept connection or process that answered (`keep=True`), None for the shared one.
+    channel: int | None = None
 
     @property
     def result(self) -> dict[str, Any] | None:
@@ -105,6 +107,11 @@ class Probe:
     def __init__(self, budget: Budget) -> None:
         self.budget = budget
         self._ids = 0
+        self._channels = 0
+
+    def next_channel(self) -> int:
+        self._channels += 1
+        return self._channels
 
     def next_id(self) -> int:
         self._ids += 1
@@ -114,15 +121,35 @@ class Probe:
     def sort(rid: int, messages: Sequence[dict[str, Any]], exchange: Exchange) -> Exchange:
         for message in messages:
             is_reply = message.get("id") == rid and "method" not in message
-            if is_reply and exchange.response is None:
+            # An error the server could not tie to our id (id null, or its own placeholder
+            # such as "server-error") still answers it.
+            orphan = "method" not in message and isinstance(message.get("error"), dict)
+            if (is_reply or orphan) and exchange.response is None:
                 exchange.response = message
             else:
                 exchange.others.append(message)
         return exchange
 
     async def rpc(self, method: str, params: Mapping[str, Any], *, fresh: bool = False,
-                  header_map: Mapping[str, str] | None = None) -> Exchange:
+                  header_map: Mapping[str, str] | None = None, keep: bool = False) -> Exchange:
+        """One request; `fresh` on a new connection or process, kept open with `keep` (the
+        Exchange then names it as its `channel`)."""
         raise NotImplementedError
+
+    async def rpc_on(self, channel: int | None, method: str, params: Mapping[str, Any], *,
+                     header_map: Mapping[str, str] | None = None,
+                     headers: Mapping[str, str] | None = None) -> Exchange:
+        """One request on a kept channel (None: the shared connection or process); `headers`
+        (HTTP only) replace the derived ones."""
+        raise NotImplementedError
+
+    async def notify_on(self, channel: int | None, method: str, params: Mapping[str, Any],
+                        headers: Mapping[str, str] | None = None) -> None:
+        """One notification on a kept channel; nothing is read back."""
+        raise NotImplementedError
+
+    async def release(self) -> None:
+        """Close the kept channels."""
 
     async def aclose(self) -> None:
         """Release connections or stop child processes."""
@@ -138,6 +165,7 @@ class HttpProbe(Probe):
         self.url = url
         self.timeout = timeout
         self._client = httpx.AsyncClient(timeout=timeout)
+        self._kept: dict[int, tuple[httpx.AsyncClient, str]] = {}
 
     def headers(self, method: str, params: Mapping[str, Any],
                 header_map: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -151,20 +179,68 @@ class HttpProbe(Probe):
                 "Content-Type": "application/json", **derived}
 
     async def rpc(self, method: str, params: Mapping[str, Any], *, fresh: bool = False,
-                  header_map: Mapping[str, str] | None = None, url: str | None = None,
-                  headers: Mapping[str, str] | None = None) -> Exchange:
+                  header_map: Mapping[str, str] | None = None, keep: bool = False,
+                  url: str | None = None, headers: Mapping[str, str] | None = None,
+                  timeout: float | None = None) -> Exchange:
         rid = self.next_id()
         body = json.dumps(_message(rid, method, params)).encode()
         sent = headers if headers is not None else self.headers(method, params, header_map)
-        return await self.post(body, sent, rid=rid, fresh=fresh, url=url)
+        if not (fresh and keep):
+            return await self.send("POST", body, sent, rid=rid, fresh=fresh, url=url,
+                                   timeout=timeout)
+        channel = self.next_channel()
+        self._kept[channel] = (httpx.AsyncClient(timeout=self.timeout), url or self.url)
+        exchange = await self._on(channel, body, sent, rid)
+        exchange.channel = channel
+        return exchange
+
+    async def rpc_on(self, channel: int | None, method: str, params: Mapping[str, Any], *,
+                     header_map: Mapping[str, str] | None = None,
+                     headers: Mapping[str, str] | None = None) -> Exchange:
+        if channel not in self._kept:
+            return await self.rpc(method, params, header_map=header_map, headers=headers)
+        rid = self.next_id()
+        body = json.dumps(_message(rid, method, params)).encode()
+        sent = headers if headers is not None else self.headers(method, params, header_map)
+        exchange = await self._on(channel, body, sent, rid)
+        exchange.channel = channel
+        return exchange
+
+    async def notify_on(self, channel: int | None, method: str, params: Mapping[str, Any],
+                        headers: Mapping[str, str] | None = None) -> None:
+        body = json.dumps({"jsonrpc": "2.0", "method": method, "params": dict(params)}).encode()
+        sent = headers if headers is not None else self.headers(method, params)
+        if channel in self._kept:
+            await self._on(channel, body, sent, -1)
+        else:
+            await self.send("POST", body, sent, rid=-1)
+
+    async def _on(self, channel: int, body: bytes, headers: Mapping[str, str],
+                  rid: int) -> Exchange:
+        client, url = self._kept[channel]
+        left = self.budget.spend()
+        exchange = Exchange()
+        try:
+            await asyncio.wait_for(self._read(client, "POST", url, body, headers, rid, exchange),
+                                   timeout=min(left, self.timeout))
+        except (TimeoutError, httpx.HTTPError, OSError) as exc:
+            exchange.failure = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        return exchange
+
+    async def release(self) -> None:
+        kept, self._kept = self._kept, {}
+        for client, _ in kept.values():
+            await client.aclose()
 
     async def post(self, body: bytes, headers: Mapping[str, str], *, rid: int = 0,
                    fresh: bool = False, url: str | None = None) -> Exchange:
         return await self.send("POST", body, headers, rid=rid, fresh=fresh, url=url)
 
     async def send(self, verb: str, body: bytes | None, headers: Mapping[str, str], *,
-                   rid: int = 0, fresh: bool = False, url: str | None = None) -> Exchange:
-        left = self.budget.spend()
+                   rid: int = 0, fresh: bool = False, url: str | None = None,
+                   timeout: float | None = None) -> Exchange:
+        """One HTTP exchange; `timeout` (shorter than --timeout) for probes that may hang."""
+        left = min(self.budget.spend(), timeout or self.timeout)
         exchange = Exchange()
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -203,6 +279,7 @@ class HttpProbe(Probe):
                 self.sort(rid, _decode(raw.decode("utf-8", "replace")), exchange)
 
     async def aclose(self) -> None:
+        await self.release()
         await self._client.aclose()
 
 
@@ -220,6 +297,7 @@ class StdioProbe(Probe):
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)
         self.timeout = timeout
         self._child: asyncio.subprocess.Process | None = None
+        self._kept: dict[int, asyncio.subprocess.Process] = {}
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
@@ -227,21 +305,55 @@ class StdioProbe(Probe):
             stderr=asyncio.subprocess.DEVNULL, limit=16 * 1024 * 1024)
 
     async def rpc(self, method: str, params: Mapping[str, Any], *, fresh: bool = False,
-                  header_map: Mapping[str, str] | None = None) -> Exchange:
+                  header_map: Mapping[str, str] | None = None, keep: bool = False) -> Exchange:
         left = self.budget.spend()
+        child = await self._spawn() if fresh else await self._shared()
+        try:
+            exchange = await self._exchange(child, method, params, left)
+        finally:
+            if fresh and not keep:
+                await _stop(child)
+        if fresh and keep:
+            exchange.channel = self.next_channel()
+            self._kept[exchange.channel] = child
+        return exchange
+
+    async def rpc_on(self, channel: int | None, method: str, params: Mapping[str, Any], *,
+                     header_map: Mapping[str, str] | None = None,
+                     headers: Mapping[str, str] | None = None) -> Exchange:
+        child = self._kept.get(channel) if channel is not None else None
+        if child is None or child.returncode is not None:
+            return await self.rpc(method, params)
+        exchange = await self._exchange(child, method, params, self.budget.spend())
+        exchange.channel = channel
+        return exchange
+
+    async def _exchange(self, child: asyncio.subprocess.Process, method: str,
+                        params: Mapping[str, Any], left: float) -> Exchange:
         rid = self.next_id()
         exchange = Exchange()
-        child = await self._spawn() if fresh else await self._shared()
         try:
             line = json.dumps(_message(rid, method, params)).encode() + b"\n"
             await asyncio.wait_for(self._talk(child, line, rid, exchange),
                                    timeout=min(left, self.timeout))
         except (TimeoutError, OSError, ValueError) as exc:
             exchange.failure = f"{type(exc).__name__}: {exc}".rstrip(": ")
-        finally:
-            if fresh:
-                await _stop(child)
         return exchange
+
+    async def notify_on(self, channel: int | None, method: str, params: Mapping[str, Any],
+                        headers: Mapping[str, str] | None = None) -> None:
+        child = self._kept.get(channel) if channel is not None else await self._shared()
+        if child is None or child.stdin is None:
+            return
+        message = {"jsonrpc": "2.0", "method": method, "params": dict(params)}
+        with contextlib.suppress(OSError):
+            child.stdin.write(json.dumps(message).encode() + b"\n")
+            await child.stdin.drain()
+
+    async def release(self) -> None:
+        kept, self._kept = self._kept, {}
+        for child in kept.values():
+            await _stop(child)
 
     async def _shared(self) -> asyncio.subprocess.Process:
         if self._child is None or self._child.returncode is not None:
@@ -261,6 +373,7 @@ class StdioProbe(Probe):
             self.sort(rid, _decode(raw.decode("utf-8", "replace")), exchange)
 
     async def aclose(self) -> None:
+        await self.release()
         if self._child is not None:
             await _stop(self._child)
             self._child = None

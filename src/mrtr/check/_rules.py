@@ -1,16 +1,21 @@
-"""The rule catalogue of `mrtr check`: stable ids, a one-line why and how to fix each."""
+"""The rule catalogue of `mrtr check`: stable ids, the spec sentence, level, why and fix."""
 
-# Design: a rule is data (id, why, fix, what it needs); the probes that decide a rule live in the
-# _probe_* modules and return Findings naming the rule id. The catalogue is an immutable tuple, so
-# docs/check.md, --only/--skip and SARIF all read the same list.
+# Design: a rule is data (id, why, fix, the spec sentence it checks and its level, what it
+# needs); the probes that decide a rule live in the other modules and return Findings naming the
+# rule id. The level decides how bad a violation is: a MUST gives FAIL, a SHOULD or an
+# ADVICE (reference-implementation practice, no spec sentence) gives WARN, INFO never fails.
+# `modern` rules are about 2026-07-28 itself and are skipped once discovery shows the server
+# does not speak it (no knock-on FAILs). The catalogue is an immutable tuple, so docs/check.md,
+# --only/--skip, SARIF and JUnit all read the same list.
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
 
-__all__ = ["RULES", "Finding", "Rule", "Status", "rule"]
+__all__ = ["RULES", "Finding", "Level", "Rule", "Status", "rule"]
 
 Status: TypeAlias = Literal["pass", "fail", "warn", "skip", "info"]
+Level: TypeAlias = Literal["MUST", "SHOULD", "ADVICE", "INFO"]
 
 
 @dataclass(frozen=True)
@@ -21,8 +26,15 @@ class Rule:
     title: str
     why: str
     fix: str
+    level: Level = "MUST"
+    cite: str = ""
     http_only: bool = False
     calls_tools: bool = False
+    modern: bool = True
+
+    def judged(self, status: Status) -> Status:
+        """A violation of a SHOULD or an ADVICE rule is a warning, never a failure."""
+        return "warn" if status == "fail" and self.level != "MUST" else status
 
 
 @dataclass(frozen=True)
@@ -35,7 +47,7 @@ class Finding:
     subject: str = ""
 
 
-RULES: tuple[Rule, ...] = (
+_CATALOGUE: tuple[Rule, ...] = (
     Rule("shape.result-type", "Every result carries a valid resultType",
          "2026-07-28 clients tell a final result from a request for input by `resultType`.",
          "Add `resultType: \"complete\"` (or `input_required`, `task`) to every result."),
@@ -114,7 +126,78 @@ RULES: tuple[Rule, ...] = (
          "that names the versions to fall back to.",
          "Serve 2025-11-25 sessions (mrtr does), or answer with an error listing supported "
          "versions."),
+    Rule("client-profile", "Known client behaviours (--client-profile NAME) do not break",
+         "Real clients have quirks (discover then initialize on one connection, no probe, "
+         "2025 defaults over stdio, declared-but-unrendered capabilities, strict Accept); a "
+         "server that breaks on one breaks for that client's users.",
+         "See the profile's evidence (src/mrtr/check/profiles.toml) and serve that "
+         "behaviour.", modern=False),
 )
+
+_S = "spec 2026-07-28 "
+# id -> (level, the spec sentence it checks, is a 2026-07-28 rule)
+_SPEC: dict[str, tuple[Level, str, bool]] = {
+    "shape.result-type": ("MUST", _S + "basic/index: every result MUST carry `resultType`.",
+                          True),
+    "shape.input-required": ("MUST", _S + "mrtr.mdx server rule 6: an InputRequiredResult MUST "
+                             "include at least one of `inputRequests` or `requestState`.", True),
+    "shape.complete": ("SHOULD", _S + "schema.ts: `inputRequests`/`requestState` belong to "
+                       "InputRequiredResult only (no sentence forbids them on a complete result)."
+                       , True),
+    "shape.task": ("MUST", _S + "basic/index#capabilities: a server MUST NOT rely on a "
+                   "capability the client did not declare.", True),
+    "shape.error-codes": ("MUST", _S + "server/tools: protocol errors (unknown tool) are "
+                          "-32602; JSON-RPC 2.0: an unknown method is -32601. Reference SDKs "
+                          "answering an unknown tool with isError get a WARN.", True),
+    "stateless.discover": ("MUST", _S + "basic/versioning: the server MUST implement "
+                           "`server/discover`.", False),
+    "stateless.no-session": ("SHOULD", _S + "transports/streamable-http: a server that speaks "
+                             "only this revision SHOULD ... ignore Mcp-Session-Id (never mint "
+                             "it).", True),
+    "stateless.no-push": ("MUST", _S + "basic/patterns: servers MUST NOT initiate JSON-RPC "
+                          "requests.", True),
+    "stateless.fresh-connection": ("MUST", _S + "basic/index#statelessness: servers MUST NOT "
+                                   "rely on earlier requests on the same connection; a "
+                                   "connection or stdio process is not a session.", True),
+    "sealed.tamper": ("MUST", _S + "mrtr.mdx server rule 4: the server MUST integrity-protect "
+                      "`requestState` and MUST reject state that fails verification.", True),
+    "sealed.integrity": ("MUST", _S + "mrtr.mdx server rule 4: a received `requestState` MUST "
+                         "be treated as attacker-controlled ... MUST integrity-protect it.",
+                         True),
+    "sealed.bound-arguments": ("SHOULD", _S + "mrtr.mdx server rule 5(c): the server SHOULD "
+                               "bind the originating request (method plus a digest of the "
+                               "salient params).", True),
+    "sealed.bound-tool": ("SHOULD", _S + "mrtr.mdx server rule 5(c): bind the method plus a "
+                          "digest of the salient params (the tool name).", True),
+    "sealed.expiry": ("SHOULD", _S + "mrtr.mdx server rule 5(b): the server SHOULD bind a short "
+                      "expiry.", True),
+    "sealed.replay": ("INFO", _S + "mrtr.mdx server rule 5: where single use matters, the "
+                      "server MUST enforce it server-side (the checker cannot know if it does: "
+                      "a re-run seen by --effects-probe is a WARN).", True),
+    "transport.headers": ("MUST", _S + "transports/streamable-http: a server that processes the "
+                          "body MUST compare headers with the body; a missing required header "
+                          "or a mismatch gives 400 + -32020 (a server that also serves "
+                          "pre-2025-06-18 clients MAY treat a missing MCP-Protocol-Version as "
+                          "2025-03-26).", True),
+    "transport.origin": ("MUST", _S + "transports/streamable-http: servers MUST validate "
+                         "Origin; a present but invalid one gives 403 (the Host check is a "
+                         "SHOULD: WARN).", False),
+    "transport.sse-buffering": ("SHOULD", _S + "transports/streamable-http: the server SHOULD "
+                                "send `X-Accel-Buffering: no`.", True),
+    "transport.body-limit": ("ADVICE", "no spec sentence: reference-implementation practice "
+                             "(mrtr, SDKs and proxies cap request bodies).", False),
+    "transport.get": ("SHOULD", _S + "transports/streamable-http: a server that speaks only "
+                      "this revision SHOULD answer GET and DELETE with 405.", True),
+    "dual-era.initialize": ("SHOULD", _S + "basic/versioning: a modern-only server SHOULD name "
+                            "its supported versions in any error it returns to `initialize`.",
+                            False),
+    "client-profile": ("ADVICE", "client behaviour recorded in the profile's evidence, not a "
+                       "spec sentence.", False),
+}
+
+RULES: tuple[Rule, ...] = tuple(
+    replace(r, level=_SPEC[r.id][0], cite=_SPEC[r.id][1], modern=_SPEC[r.id][2])
+    for r in _CATALOGUE)
 
 _BY_ID = {r.id: r for r in RULES}
 

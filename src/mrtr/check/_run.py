@@ -6,11 +6,12 @@
 # so, since calling a tool can have side effects.
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mrtr.check import _basic, _sealed
+from mrtr.check import _basic, _profiles, _replay, _sealed
 from mrtr.check._flows import Flow, drive
 from mrtr.check._observe import Recorder
 from mrtr.check._probe import Budget, BudgetExceeded, HttpProbe, Probe, StdioProbe
@@ -56,6 +57,9 @@ class Options:
     timeout: float = 10.0
     max_tools: int = 30
     body_mib: int = 20
+    effects_probe: str = ""
+    get_timeout: float = 2.0
+    profiles: list[str] = field(default_factory=list)
 
     def wanted(self, rule_id: str) -> bool:
         def hit(patterns: Iterable[str]) -> bool:
@@ -73,10 +77,23 @@ class Report:
     target: str
     findings: list[Finding]
     requests: int
+    seconds: float = 0.0
+    unreachable: bool = False
 
     @property
     def failed(self) -> bool:
         return any(f.status == "fail" for f in self.findings)
+
+    @property
+    def warned(self) -> bool:
+        return any(f.status == "warn" for f in self.findings)
+
+    def exit_code(self, fail_on: str = "fail") -> int:
+        """The exit-code contract: 0 nothing at or above `fail_on`, 1 a FAIL (or a WARN with
+        fail_on="warn"), 3 the target could not be reached or started (2 is a usage error)."""
+        if self.unreachable:
+            return 3
+        return 1 if self.failed or (fail_on == "warn" and self.warned) else 0
 
 
 def plan(options: Options) -> list[tuple[str, str]]:
@@ -99,29 +116,52 @@ async def run(options: Options) -> Report:
                     else HttpProbe(options.target, budget, timeout=options.timeout))
     rec = Recorder()
     found: list[Finding] = []
+    state = _State()
     try:
-        await _probes(probe, rec, options, found)
+        await _probes(probe, rec, options, found, state)
     except BudgetExceeded:
         pass
     finally:
         await probe.aclose()
     found += rec.findings(http=not options.stdio)
     used = options.max_requests - budget.requests
-    return Report(options.target, _complete(found, options, budget), used)
+    return Report(options.target, _complete(found, options, budget, state), used,
+                  round(time.monotonic() - budget.started, 2), state.unreachable)
 
 
-async def _probes(probe: Probe, rec: Recorder, options: Options, found: list[Finding]) -> None:
-    found.append(await _basic.discover(probe, rec))
+@dataclass
+class _State:
+    """What discovery taught: does the server speak 2026-07-28, did it answer at all."""
+
+    modern: bool = True
+    unreachable: bool = False
+
+
+async def _probes(probe: Probe, rec: Recorder, options: Options, found: list[Finding],
+                  state: _State) -> None:
+    discovered = await _basic.discover(probe, rec)
+    found.append(discovered)
+    state.modern = discovered.status == "pass"
+    state.unreachable = _basic.unreachable(rec)
+    if state.unreachable:
+        return
     lists = await _basic.listings(probe, rec)
-    if options.wanted("shape.error-codes"):
-        found.append(await _basic.error_codes(probe, rec))
-    if isinstance(probe, HttpProbe) and options.wanted("transport"):
-        found += await _basic.transport(probe, options.body_mib, _param_tool(lists["tools"],
-                                                                         options))
-    if any(options.wanted(r.id) for r in RULES if r.calls_tools):
+    if state.modern and options.wanted("shape.error-codes"):
+        found += await _basic.error_codes(probe, rec)
+    if isinstance(probe, HttpProbe) and any(options.wanted(r.id) for r in RULES
+                                            if r.id.startswith("transport.")):
+        found += await _basic.transport(probe, options.body_mib,
+                                        _param_tool(lists["tools"], options), state.modern,
+                                        options.get_timeout)
+    if state.modern and any(options.wanted(r.id) for r in RULES if r.calls_tools):
         found += await _tools(probe, rec, options, lists["tools"])
     if options.wanted("dual-era.initialize"):
         found.append(await _basic.dual_era(probe))
+    if options.profiles and options.wanted("client-profile"):
+        callable_ = [(f.tool, f.arguments, f.header_map) for f in
+                     (_flow(t, options) for t in lists["tools"]
+                      if options.may_call(str(t.get("name")))) if f is not None]
+        found += await _profiles.replay(probe, options.profiles, callable_)
 
 
 async def _tools(probe: Probe, rec: Recorder, options: Options,
@@ -130,16 +170,30 @@ async def _tools(probe: Probe, rec: Recorder, options: Options,
     for tool in [t for t in tools if options.may_call(str(t.get("name")))][: options.max_tools]:
         flow = _flow(tool, options)
         if flow is not None:
-            flows.append((await drive(probe, rec, flow, options.answers, options.replicas),
-                          tool.get("inputSchema") or {}))
-    out = [f for flow, _ in flows for f in flow.findings]
-    mrtr = [flow for flow, _ in flows if flow.first_state is not None]
+            flows.append((flow, tool.get("inputSchema") or {}))
+    effects = ((options.effects_probe, options.arguments.get(options.effects_probe, {}))
+               if options.effects_probe else None)
+    out: list[Finding] = []
+    expired = False
     for flow, schema in flows:
-        if flow.first_state is not None:
+        # One flow at a time: drive it, probe its states where they were minted, then close
+        # the connections or processes it kept open.
+        await drive(probe, rec, flow, options.answers, options.replicas)
+        out += flow.findings
+        first = flow.replies[0] if flow.replies else None
+        if first is not None and first.result is None:  # a call that failed is not hidden
+            out.append(Finding("stateless.fresh-connection", "skip",
+                               f"round 1 gave {_basic.seen(first)}", flow.tool))
+        elif flow.problem:
+            out.append(Finding("stateless.fresh-connection", "skip", flow.problem, flow.tool))
+        if flow.states:
             other = next((f for f, _ in flows if f is not flow), None)
             out += await _sealed.probe_flow(probe, flow, schema, other)
-    if mrtr and options.wanted("sealed.expiry"):
-        out.append(await _sealed.expiry(probe, mrtr[0], options.wait))
+            out.append(await _replay.replay(probe, flow, effects))
+            if not expired and options.wanted("sealed.expiry"):
+                out.append(await _replay.expiry(probe, flow, options.wait))
+                expired = True
+        await probe.release()
     return out
 
 
@@ -166,13 +220,23 @@ def _flow(tool: dict[str, Any], options: Options) -> Flow | None:
     return Flow(name, dict(args), header_map)
 
 
-def _complete(found: list[Finding], options: Options, budget: Budget) -> list[Finding]:
-    """Findings in catalogue order, filtered, with a skip for every rule that has none."""
+def _complete(found: list[Finding], options: Options, budget: Budget,
+              state: _State) -> list[Finding]:
+    """Findings in catalogue order, filtered, judged by the rule's level (a SHOULD is never a
+    FAIL), with a skip for every rule that has none. Once discovery fails the 2026-07-28 rules
+    are skipped for that reason, whatever the knock-on replies were."""
     out = []
     for r in RULES:
         if not options.wanted(r.id):
             continue
-        mine = [f for f in found if f.rule == r.id]
+        if state.unreachable and r.id != "stateless.discover":
+            out.append(Finding(r.id, "skip", "the server could not be reached"))
+            continue
+        if not state.modern and r.modern:
+            out.append(Finding(r.id, "skip", "server does not speak 2026-07-28 "
+                               "(server/discover failed)"))
+            continue
+        mine = [replace(f, status=r.judged(f.status)) for f in found if f.rule == r.id]
         out += mine or [Finding(r.id, "skip", _why_not(r.id, options, budget))]
     return out
 
@@ -181,6 +245,8 @@ def _why_not(rule_id: str, options: Options, budget: Budget) -> str:
     r = rule(rule_id)
     if r.http_only and options.stdio:
         return "HTTP only"
+    if r.id == "client-profile":
+        return "give --client-profile NAME to replay a client's known behaviour"
     if r.calls_tools and not (options.call_tools or options.allow_tools):
         return "tools are called only with --call-tools or --allow-tool NAME"
     if budget.requests <= 0:

@@ -1,12 +1,12 @@
 """Sealed-state probes: tampered, forged, re-bound, expired and replayed requestState."""
 
-# Design: every probe re-sends round 2 of a completed-or-started flow with one thing changed and
-# judges the reply alone: a JSON-RPC error means rejected (pass); a complete result means the
+# Design: every probe re-sends a round that echoed a requestState (each one: round 2, 3, ...,
+# to the process or connection that minted the state) with one thing changed, and judges the
+# reply alone: a JSON-RPC error means rejected (pass); a complete result means the
 # handler ran on what the client made up (fail); another input_required is reported as a warning
 # (the server neither rejected nor completed). The tamper variants are fixed, not random.
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import json
@@ -17,7 +17,7 @@ from mrtr.check._probe import Exchange, Probe
 from mrtr.check._rules import Finding
 from mrtr.check._values import other_arguments
 
-__all__ = ["expiry", "probe_flow", "variants"]
+__all__ = ["probe_flow", "readable", "variants", "verdict"]
 
 
 def variants(state: str) -> dict[str, str]:
@@ -29,7 +29,7 @@ def variants(state: str) -> dict[str, str]:
             "extended": state + "AAAA"}
 
 
-def _verdict(rule: str, ex: Exchange, what: str, tool: str) -> Finding:
+def verdict(rule: str, ex: Exchange, what: str, tool: str) -> Finding:
     if ex.result is None:
         code = ex.error_code
         seen = f"error {code}" if code is not None else (ex.failure or "no reply")
@@ -39,7 +39,7 @@ def _verdict(rule: str, ex: Exchange, what: str, tool: str) -> Finding:
     return Finding(rule, "fail", f"{what}: accepted, the handler ran", tool)
 
 
-def _readable(state: str) -> Any:
+def readable(state: str) -> Any:
     """The state as JSON if it is plain or base64/base64url JSON; None when opaque."""
     for text in (state, _b64(state)):
         if text is not None:
@@ -81,87 +81,118 @@ def _replace(tree: Any, old: Any, new: Any) -> tuple[Any, bool]:
     return tree, False
 
 
-async def _send(probe: Probe, flow: Flow, params: dict[str, Any]) -> Exchange:
-    return await probe.rpc("tools/call", params, header_map=flow.header_map)
+def _leaves(tree: Any, wanted: list[Any]) -> Any:
+    """`tree` with the first scalar leaf changed (one of `wanted`'s values first): a forgery
+    of what the state says the client chose or was asked (e.g. how many boxes to book)."""
+    def walk(node: Any, pick: Any) -> tuple[Any, bool]:
+        if isinstance(node, dict):
+            out, done = {}, False
+            for key, value in node.items():
+                out[key], hit = (value, False) if done else walk(value, pick)
+                done = done or hit
+            return out, done
+        if isinstance(node, list):
+            items, done = [], False
+            for value in node:
+                new, hit = (value, False) if done else walk(value, pick)
+                items.append(new)
+                done = done or hit
+            return items, done
+        if pick(node) and isinstance(node, int) and not isinstance(node, bool):
+            return (99 if node != 99 else 98), True
+        if pick(node) and isinstance(node, str):
+            return node + "-forged", True
+        return node, False
+    for pick in (lambda v: v in wanted, lambda v: True):
+        forged, hit = walk(tree, pick)
+        if hit:
+            return forged
+    return None
+
+
+def _told(flow: Flow, number: int) -> list[Any]:
+    """Scalar values the client sent up to round `number`: arguments and answered content."""
+    values = [v for v in flow.arguments.values() if not isinstance(v, dict | list)]
+    for sent in flow.params[:number]:
+        for reply in (sent.get("inputResponses") or {}).values():
+            content = reply.get("content") if isinstance(reply, dict) else None
+            if isinstance(content, dict):
+                values += [v for v in content.values() if not isinstance(v, dict | list)]
+    return values
+
+
+async def _send(probe: Probe, flow: Flow, params: dict[str, Any], number: int,
+                tool: Flow | None = None) -> Exchange:
+    """Re-send round `number` changed, to the process or connection that minted its state."""
+    channel = flow.replies[number - 2].channel if number >= 2 else None
+    target = tool or flow
+    return await probe.rpc_on(channel, "tools/call", params, header_map=target.header_map)
+
+
+_SEALED = ("sealed.tamper", "sealed.integrity", "sealed.bound-arguments", "sealed.bound-tool")
 
 
 async def probe_flow(probe: Probe, flow: Flow, schema: dict[str, Any],
                      other: Flow | None) -> list[Finding]:
-    """Every sealed-state probe that this flow allows; skips say why one could not run."""
-    first = flow.first_state
-    if first is None:
+    """Every sealed-state probe on every state the server minted (each round, not only the
+    first: a server may first send state on round 2); skips say why one could not run."""
+    if not flow.states:
         why = "no requestState was issued" if flow.params else "the flow did not start"
-        return [Finding(r, "skip", why, flow.tool) for r in
-                ("sealed.tamper", "sealed.integrity", "sealed.bound-arguments",
-                 "sealed.bound-tool", "sealed.replay")]
-    state, answers = first
+        return [Finding(r, "skip", why, flow.tool) for r in _SEALED]
     out = []
-    for name, changed in variants(state).items():
-        ex = await _send(probe, flow, round_params(flow, answers=answers, state=changed))
-        out.append(_verdict("sealed.tamper", ex, f"{name} state", flow.tool))
-    out.append(await _integrity(probe, flow, schema, state, answers))
-    out.append(await _bound_arguments(probe, flow, schema, state, answers))
-    out.append(await _bound_tool(probe, flow, other, state, answers))
-    out.append(await _replay(probe, flow))
+    for number, state, answers in flow.states:
+        at = f"round {number} state"
+        for name, changed in variants(state).items():
+            ex = await _send(probe, flow, round_params(flow, answers=answers, state=changed),
+                             number)
+            out.append(verdict("sealed.tamper", ex, f"{at} {name}", flow.tool))
+        out.append(await _integrity(probe, flow, schema, number, state, answers))
+        out.append(await _bound_arguments(probe, flow, schema, number, state, answers))
+        out.append(await _bound_tool(probe, flow, other, number, state, answers))
     return out
 
 
-async def _integrity(probe: Probe, flow: Flow, schema: dict[str, Any], state: str,
+async def _integrity(probe: Probe, flow: Flow, schema: dict[str, Any], number: int, state: str,
                      answers: dict[str, Any]) -> Finding:
-    decoded = _readable(state)
+    decoded = readable(state)
+    at = f"round {number} state"
     if decoded is None:
-        return Finding("sealed.integrity", "pass", "the state is opaque", flow.tool)
+        return Finding("sealed.integrity", "pass", f"{at} is opaque", flow.tool)
     others = other_arguments(schema, flow.arguments)
     forged, hit = _replace(decoded, flow.arguments, others) if others else (decoded, False)
-    if not hit or others is None:
+    if hit and others is not None:
+        token = _encode_like(state, json.dumps(forged, separators=(",", ":")))
+        ex = await _send(probe, flow, round_params(flow, arguments=others, answers=answers,
+                                                   state=token), number)
+        return verdict("sealed.integrity", ex, f"{at} rewritten with other arguments",
+                        flow.tool)
+    rewritten = _leaves(decoded, _told(flow, number))
+    if rewritten is None:
         return Finding("sealed.integrity", "warn",
-                       "the state is readable JSON (not encrypted); no forgery tried", flow.tool)
-    token = _encode_like(state, json.dumps(forged, separators=(",", ":")))
-    ex = await _send(probe, flow, round_params(flow, arguments=others, answers=answers,
-                                               state=token))
-    return _verdict("sealed.integrity", ex, "state rewritten with other arguments", flow.tool)
+                       f"{at} is readable JSON (not encrypted); nothing to forge in it",
+                       flow.tool)
+    token = _encode_like(state, json.dumps(rewritten, separators=(",", ":")))
+    ex = await _send(probe, flow, round_params(flow, answers=answers, state=token), number)
+    return verdict("sealed.integrity", ex, f"{at} rewritten (a value the client chose "
+                    "changed)", flow.tool)
 
 
-async def _bound_arguments(probe: Probe, flow: Flow, schema: dict[str, Any], state: str,
-                           answers: dict[str, Any]) -> Finding:
+async def _bound_arguments(probe: Probe, flow: Flow, schema: dict[str, Any], number: int,
+                           state: str, answers: dict[str, Any]) -> Finding:
     others = other_arguments(schema, flow.arguments)
     if others is None:
         return Finding("sealed.bound-arguments", "skip", "no other valid arguments", flow.tool)
     ex = await _send(probe, flow, round_params(flow, arguments=others, answers=answers,
-                                               state=state))
-    return _verdict("sealed.bound-arguments", ex, f"state replayed with {others}", flow.tool)
+                                               state=state), number)
+    return verdict("sealed.bound-arguments", ex,
+                    f"round {number} state replayed with {others}", flow.tool)
 
 
-async def _bound_tool(probe: Probe, flow: Flow, other: Flow | None, state: str,
+async def _bound_tool(probe: Probe, flow: Flow, other: Flow | None, number: int, state: str,
                       answers: dict[str, Any]) -> Finding:
     if other is None:
         return Finding("sealed.bound-tool", "skip", "no second callable tool", flow.tool)
     params = round_params(other, answers=answers, state=state)
-    ex = await probe.rpc("tools/call", params, header_map=other.header_map)
-    return _verdict("sealed.bound-tool", ex, f"state replayed against {other.tool!r}", flow.tool)
-
-
-async def _replay(probe: Probe, flow: Flow) -> Finding:
-    if not flow.completed:
-        return Finding("sealed.replay", "skip", "the flow did not complete", flow.tool)
-    ex = await _send(probe, flow, flow.params[-1])
-    if ex.result is None:
-        return Finding("sealed.replay", "info", "final round re-sent: rejected (single-use)",
-                       flow.tool)
-    same = ex.result == flow.replies[-1].result
-    how = "the identical result (idempotent)" if same else "a different result (ran again?)"
-    return Finding("sealed.replay", "info", f"final round re-sent: accepted with {how}",
-                   flow.tool)
-
-
-async def expiry(probe: Probe, flow: Flow, wait: float) -> Finding:
-    first = flow.first_state
-    if first is None:
-        return Finding("sealed.expiry", "skip", "no requestState was issued", flow.tool)
-    if wait <= 0:
-        return Finding("sealed.expiry", "skip", "give --wait SECONDS (longer than the state's "
-                       "lifetime) to test expiry", flow.tool)
-    await asyncio.sleep(wait)
-    state, answers = first
-    ex = await _send(probe, flow, round_params(flow, answers=answers, state=state))
-    return _verdict("sealed.expiry", ex, f"state re-sent after {wait:g} s", flow.tool)
+    ex = await _send(probe, flow, params, number, tool=other)
+    return verdict("sealed.bound-tool", ex,
+                    f"round {number} state replayed against {other.tool!r}", flow.tool)
