@@ -24,7 +24,7 @@ import pstats
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,7 @@ async def _post(app: McpApp, method: str, params: dict[str, Any], name: str | No
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": body, "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.body":
             sent.append(message.get("body", b""))
 
