@@ -154,8 +154,12 @@ _PARTS: dict[str, tuple[str, str]] = {
     "reply": ("mrtr/server/_reply.py", "__init__"),
     "unseal": ("mrtr/server/_sealing.py", "unseal"),
     "seal": ("mrtr/server/_sealing.py", "seal"),
-    "redeem": ("mrtr/server/_ledger.py", "redeem"),
-    "guarded": ("mrtr/server/_ledger.py", "_guarded"),
+    # The store's part of a round: the claim, recording the outcome (before issue 31 the ledger
+    # called _record itself; now _keep_outcome does, or puts the outcome if absent), and the
+    # SQLite commits (a loop callback of their own).
+    "claim": ("mrtr/server/_ledger.py", "_claim"),
+    "keep": ("mrtr/server/_ledger.py", "_keep_outcome"),
+    "record": ("mrtr/server/_ledger.py", "_record"),
     "flush": ("mrtr/stores/_sqlite.py", "_flush"),
     "handler": ("benchmarks/server.py", ""),
     "client": ("benchmarks/rounds.py", "_op"),
@@ -185,15 +189,16 @@ def breakdown(workload: str, kind: str, ops: int, concurrency: int) -> dict[str,
     """The parts of one op, in shares of the server's profiled time (HTTP = McpApp's own)."""
     c = profile(workload, kind, ops, concurrency)
     route = c["route"] or c["list"]
-    store = c["redeem"] - c["guarded"] + c["flush"]
+    in_route = c["claim"] + (c["keep"] or c["record"])  # the store's part inside the route
+    store = in_route + c["flush"]
     parts = {
         "HTTP (McpApp, headers, body, reply)": c["app"] - c["handle"] - c["receive"],
         "decode + header checks": c["receive"],
         "dispatch (Probe, version, route)": c["handle"] - route - c["reply"],
         "unseal": c["unseal"],
         "handler (the tool's own code)": c["handler"],
-        "round engine (journal, asks, result)": route - (c["redeem"] - c["guarded"])
-                                                - c["unseal"] - c["seal"] - c["handler"],
+        "round engine (journal, asks, result)": route - in_route - c["unseal"] - c["seal"]
+                                                - c["handler"],
         "store (ledger + SQLite commits)": store,
         "seal": c["seal"],
         "encode the reply": c["reply"],
