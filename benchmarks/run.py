@@ -32,17 +32,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from benchmarks.report import BASE, FLOOR, MRTR, SDKS, met, render
+from benchmarks.peers import setup_peers
+from benchmarks.report import BASE, FLOORS, MRTR, PEERS, met, render
 from benchmarks.report import WORKLOADS as REPORTED_WORKLOADS
 
 REPO = Path(__file__).resolve().parents[1]
-COPIED = (*SDKS, FLOOR)  # the shared targets.json entries the suite runs beside mrtr
-ONLY = ",".join((MRTR, *COPIED))
-STORES = {"mrtr-nostore": "none", "mrtr-memory": "memory:"}  # opt-in targets (--only)
+COPIED = (*PEERS, *FLOORS)  # the shared targets.json entries the suite runs beside mrtr
+STORES = {"mrtr-nostore": "none", "mrtr-memory": "memory:"}  # mrtr's other stores
 # Opt-in OpenTelemetry targets (docs/operations.md): the default `mrtr` has the API installed
 # and no SDK; these hide the package entirely, or configure the SDK with batch exporters.
 OTEL = ("mrtr-nootel", "mrtr-otel-sdk")
-REDIS = "mrtr-redis"  # opt-in too: the bench starts a redis-server for it (start_redis)
+REDIS = "mrtr-redis"  # the bench starts a redis-server for it (start_redis)
+ONLY = ",".join((MRTR, *STORES, REDIS, *COPIED))  # every store of mrtr, every peer and floor
 WORKLOADS = ",".join(REPORTED_WORKLOADS)
 DEFAULTS = {"repeats": 3, "duration": 5.0, "warmup": 1.0, "quiet_wait": 60.0,
             "retry_disturbed": 2}
@@ -72,7 +73,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--shared", type=Path, help="the shared bench folder "
                    "(default $MRTR_BENCH_SHARED, else <repo>/../shared/bench)")
     p.add_argument("--bench-venv", type=Path, default=REPO / ".venv-bench",
-                   help="virtualenv for the harness and the SDK (created when missing)")
+                   help="virtualenv for the harness and the SDK (created when missing); it "
+                        "also holds the TypeScript SDK's node_modules and Node 22")
+    p.add_argument("--fastmcp-venv", type=Path, default=REPO / ".venv-bench-fastmcp",
+                   help="FastMCP's own virtualenv (created when missing)")
     p.add_argument("--out", type=Path, help="output folder (default benchmarks/results/<stamp>)")
     p.add_argument("--only", help=f"targets to run (default {ONLY}, plus {BASE} with --baseline)")
     p.add_argument("--baseline", metavar="REF",
@@ -137,6 +141,7 @@ def _check(argv: list[str], what: str, timeout: float) -> None:
 def targets_spec(
     shared_targets: dict[str, Any], mrtr: Path, base: Path | None = None,
     redis_url: str = "redis://127.0.0.1:6379/0", state: Path | None = None,
+    peers: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The targets file: the SDK and floor entries as they are, plus mrtr served by `mrtr`.
 
@@ -147,7 +152,9 @@ def targets_spec(
     never the user's own.
     """
     spec: dict[str, Any] = {"_doc": "written by benchmarks/run.py from the shared targets.json"}
-    spec.update({name: shared_targets[name] for name in COPIED if name in shared_targets})
+    # `peers`: what this machine's setup changes in a copied entry (benchmarks/peers.py).
+    spec.update({name: {**shared_targets[name], **(peers or {}).get(name, {})}
+                 for name in COPIED if name in shared_targets})
     spec["mrtr"] = {
         "desc": "mrtr serve benchmarks.server:app (embedded uvicorn, 1 worker)",
         "cmd": f"{shlex.quote(str(mrtr))} serve benchmarks.server:app --host 127.0.0.1 "
@@ -281,9 +288,7 @@ def start_redis(port: int, out: Path, core: str) -> subprocess.Popen[bytes]:
     """A redis-server for `mrtr-redis` on 127.0.0.1:`port`, pinned beside the servers, with an
     append-only file (fsync every second: RedisStore refuses a Redis that does not persist every
     write); Abort when it is not installed or does not answer PING within 10 s."""
-    server = shutil.which("redis-server") or next(
-        (p for p in ("/usr/bin/redis-server", "/usr/sbin/redis-server") if Path(p).is_file()),
-        None)
+    server = redis_server()
     if server is None:
         raise Abort(f"benchmarks: {REDIS} needs redis-server (apt-get install redis-server)")
     argv = [server, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly",
@@ -305,6 +310,12 @@ def start_redis(port: int, out: Path, core: str) -> subprocess.Popen[bytes]:
     raise Abort(f"benchmarks: redis-server did not start (see {out / 'redis.log'})", status=1)
 
 
+def redis_server() -> str | None:
+    return shutil.which("redis-server") or next(
+        (p for p in ("/usr/bin/redis-server", "/usr/sbin/redis-server") if Path(p).is_file()),
+        None)
+
+
 def stop_redis(proc: subprocess.Popen[bytes]) -> None:
     """Stop the redis-server we started, by its PID (TERM, then KILL after 10 s)."""
     if proc.poll() is None:
@@ -322,6 +333,8 @@ class Setup(NamedTuple):
     out: Path
     names: list[str]  # targets to run
     redis_port: int  # where mrtr-redis finds its store (started only when it runs)
+    skipped: dict[str, str]  # targets asked for that cannot run here, and why
+
 
 
 def prepare(a: argparse.Namespace) -> Setup:
@@ -334,9 +347,15 @@ def prepare(a: argparse.Namespace) -> Setup:
     out = (a.out or REPO / "benchmarks" / "results" / stamp).resolve()
     base = export_baseline(a.baseline, out) if a.baseline else None
     redis_port = free_port()
-    spec = targets_spec(json.loads((shared / "targets.json").read_text()), mrtr, base,
-                        redis_url=f"redis://127.0.0.1:{redis_port}/0", state=out / "state")
+    shared_targets = json.loads((shared / "targets.json").read_text())
     names = [n for n in a.only.split(",") if n]
+    peers, skipped = setup_peers(names, COPIED, shared_targets, shared,
+                                 a.bench_venv.resolve(), a.fastmcp_venv.resolve())
+    spec = targets_spec(shared_targets, mrtr, base, redis_url=f"redis://127.0.0.1:{redis_port}/0",
+                        state=out / "state", peers=peers)
+    if REDIS in names and redis_server() is None:
+        skipped[REDIS] = "redis-server is not installed (apt-get install redis-server)"
+    names = [n for n in names if n not in skipped]
     unknown = [n for n in names if n not in spec or n.startswith("_")]
     if unknown or not names:
         known = ", ".join(k for k in spec if not k.startswith("_"))
@@ -345,7 +364,7 @@ def prepare(a: argparse.Namespace) -> Setup:
     python = ensure_venv(a.bench_venv.resolve(), shared / "requirements.txt")
     out.mkdir(parents=True, exist_ok=True)
     (out / "targets.json").write_text(json.dumps(spec, indent=1) + "\n")
-    return Setup(python, shared, out, names, redis_port)
+    return Setup(python, shared, out, names, redis_port, skipped)
 
 
 def suite_argv(setup: Setup, work: Path, a: argparse.Namespace) -> list[str]:
@@ -388,6 +407,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"benchmarks: the suite wrote no {results_file} (exit {status})", file=sys.stderr)
         return 1
     report, checks = render(json.loads(results_file.read_text()), micro)
+    if setup.skipped:
+        report += "\n## Skipped targets\n\n" + "".join(
+            f"- {name}: {why}\n" for name, why in setup.skipped.items())
     (out / "report.md").write_text(report)
     print(report)
     print(f"report in {out / 'report.md'}")

@@ -27,8 +27,9 @@ def test_quick_sets_short_runs_and_explicit_options_win() -> None:
     assert (a.repeats, a.duration, a.warmup, a.quiet_wait, a.retry_disturbed) == (1, 4, 1, 5, 0)
     full = parse_args([])
     assert (full.repeats, full.duration, full.quiet_wait, full.retry_disturbed) == (3, 5, 60, 2)
-    assert full.only == "mrtr,sdk,sdk-json,sdk-manual,floor-uvicorn"
-    assert parse_args(["--baseline", "HEAD~1"]).only.endswith(",floor-uvicorn,mrtr-base")
+    assert full.only == ("mrtr,mrtr-nostore,mrtr-memory,mrtr-redis,sdk,sdk-json,sdk-manual,"
+                         "ts-sdk,fastmcp,floor-uvicorn,floor-uvicorn-sqlite")
+    assert parse_args(["--baseline", "HEAD~1"]).only.endswith(",floor-uvicorn-sqlite,mrtr-base")
     assert parse_args(["--baseline", "x", "--only", "mrtr"]).only == "mrtr"
 
 
@@ -46,8 +47,10 @@ def test_targets_file_copies_sdk_and_floor_and_adds_mrtr() -> None:
                                                "ts-sdk")}
     spec = targets_spec(shared, Path("/x/.venv/bin/mrtr"))
     assert [k for k in spec if not k.startswith("_")] == [
-        "sdk", "sdk-json", "sdk-manual", "floor-uvicorn", "mrtr", "mrtr-nostore", "mrtr-memory",
-        "mrtr-redis", "mrtr-nootel", "mrtr-otel-sdk", "mrtr-auth", "mrtr-auth-dpop"]
+        "sdk", "sdk-json", "sdk-manual", "ts-sdk", "floor-uvicorn", "mrtr", "mrtr-nostore",
+        "mrtr-memory", "mrtr-redis", "mrtr-nootel", "mrtr-otel-sdk", "mrtr-auth", "mrtr-auth-dpop"]
+    changed = targets_spec(shared, Path("/x/.venv/bin/mrtr"), peers={"ts-sdk": {"cmd": "n"}})
+    assert changed["ts-sdk"] == {"cmd": "n"} and changed["sdk"] == {"cmd": "sdk"}
     assert "serve benchmarks.auth:create_app " in spec["mrtr-auth"]["cmd"]
     assert "serve benchmarks.auth:create_dpop_app " in spec["mrtr-auth-dpop"]["cmd"]
     assert spec["mrtr-nostore"]["cmd"] == spec["mrtr"]["cmd"] + " --store none"
@@ -154,3 +157,52 @@ def test_the_dpop_target_verifies_a_fresh_proof_per_request_and_refuses_a_replay
     costs = micro(number=20)
     assert set(costs) == {"bearer RS256", "DPoP RS256 + ES256 proof", "DPoP, jti in SQLite",
                           "client: sign a proof"}
+
+
+def test_31_peers_that_cannot_run_here_are_skipped_with_a_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from benchmarks import peers
+
+    shared = tmp_path / "shared"
+    (shared / "servers" / "ts-sdk").mkdir(parents=True)
+    for name in ("server.mjs", "package.json", "package-lock.json"):
+        (shared / "servers" / "ts-sdk" / name).write_text("{}")
+    monkeypatch.setattr(peers.shutil, "which", lambda name: None)  # no npm, no node
+    names = ["mrtr", "ts-sdk", "fastmcp", "floor-uvicorn-sqlite"]
+    changes, skipped = peers.setup_peers(
+        names, ("ts-sdk", "fastmcp", "floor-uvicorn-sqlite"),
+        {"ts-sdk": {"cmd": "node x"}, "fastmcp": {"cmd": "y"}}, shared, tmp_path / "venv",
+        tmp_path / "fm")
+    assert changes == {}
+    assert set(skipped) == {"ts-sdk", "fastmcp", "floor-uvicorn-sqlite"}
+    assert "npm is not installed" in skipped["ts-sdk"]
+    assert "no FastMCP server" in skipped["fastmcp"]
+    assert skipped["floor-uvicorn-sqlite"].startswith("not in ")
+
+
+def test_31_the_ts_sdk_runs_from_links_to_the_shared_lock_file_and_its_own_node_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from benchmarks import peers
+
+    source = tmp_path / "shared" / "servers" / "ts-sdk"
+    source.mkdir(parents=True)
+    for name in ("server.mjs", "package.json", "package-lock.json", ".npmrc"):
+        (source / name).write_text(name)
+    ran: list[tuple[list[str], Path]] = []
+
+    def fake_run(argv: list[str], cwd: Path, **kw: object) -> None:
+        ran.append((argv, cwd))
+
+    monkeypatch.setattr(peers.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(peers.subprocess, "run", fake_run)
+    monkeypatch.setattr(peers.platform, "system", lambda: "Darwin")  # no registry node: PATH's
+    venv = tmp_path / "venv"
+    command = peers.ts_sdk_command(tmp_path / "shared", venv)
+    assert command == (f"/usr/bin/node --preserve-symlinks --preserve-symlinks-main "
+                       f"{venv / 'ts-sdk' / 'server.mjs'} --host 127.0.0.1 --port {{port}}")
+    assert (venv / "ts-sdk" / "server.mjs").resolve() == source / "server.mjs"  # a link
+    assert ran == [(["/usr/bin/npm", "ci", "--no-audit", "--no-fund"], venv / "ts-sdk")]
+    peers.ts_sdk_command(tmp_path / "shared", venv)
+    assert len(ran) == 1  # the lock file did not change: no second install

@@ -223,3 +223,36 @@ def test_26_a_limit_that_bounds_nothing_is_one_line_exit_2(
 ) -> None:
     assert main(["serve", "tests.transports.apps:app", flag, value]) == 2
     assert capsys.readouterr().err == f"mrtr serve: {message}\n"
+
+
+@pytest.mark.parametrize("parser", ["h11", "httptools"])
+def test_31_a_websocket_upgrade_passes_through_both_bounded_protocols(parser: str) -> None:
+    # The bounded protocols share one mixin; h11 hands handle_websocket_upgrade the request
+    # event and httptools nothing. The upgrade must reach uvicorn's WebSocket protocol and stop
+    # our deadline: the socket outlives the 0.3 s header timeout and no 408 is written into it.
+    import socket
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket":
+            await receive()  # websocket.connect
+            await send({"type": "websocket.accept"})
+            await asyncio.sleep(0.6)  # past the header deadline
+            await send({"type": "websocket.send", "text": "hi"})
+            await send({"type": "websocket.close", "code": 1000})
+        elif scope["type"] == "lifespan":
+            await receive()
+            await send({"type": "lifespan.startup.complete"})
+            await receive()
+            await send({"type": "lifespan.shutdown.complete"})
+
+    upgrade = (b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+               b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               b"Sec-WebSocket-Version: 13\r\n\r\n")
+    with bounded_server(app, parser, header_timeout=0.3) as port, \
+            socket.create_connection((HOST, port), timeout=5) as sock:
+        sock.sendall(upgrade)
+        data = b""
+        while b"\x88" not in data.partition(b"\r\n\r\n")[2] and (chunk := sock.recv(4096)):
+            data += chunk  # up to the close frame (uvicorn then waits for ours)
+    assert data.startswith(b"HTTP/1.1 101"), data
+    assert b"\x81\x02hi" in data and b"408" not in data  # the text frame, after 0.6 s

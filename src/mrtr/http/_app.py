@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from mrtr.errors import AuthUnavailable, Forbidden, ProtocolError, Unauthorized
 from mrtr.http._auth import Authenticator, ProtectedResource
+from mrtr.http._body import receive_body
 from mrtr.http._completion import CompletionRoute
 from mrtr.http._exchange import Exchange
 from mrtr.http._health import PROBE_PATHS, Health
@@ -33,7 +34,6 @@ from mrtr.server import Dispatcher, Peer, Principal, Server, SessionLimits
 from mrtr.server._failures import (
     auth_refusal,
     bad_request,
-    body_timed_out,
     error_reply,
     host_refused,
     http_refusal,
@@ -332,29 +332,7 @@ class McpApp:
                 raise bad_request("invalid Content-Length")
             if int(declared) > self.max_body:
                 raise too_large(self.max_body)
-        if self.body_timeout is None:
-            return await self._receive_body(receive)
-        try:
-            async with asyncio.timeout(self.body_timeout):
-                return await self._receive_body(receive)
-        except TimeoutError:
-            raise body_timed_out(self.body_timeout) from None
-
-    async def _receive_body(self, receive: ASGIReceive) -> bytes | None:
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            chunk: bytes = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body:
-                raise too_large(self.max_body)
-            if not message.get("more_body", False):
-                # The usual case is one message holding the whole body: no join, no copy.
-                return b"".join((*chunks, chunk)) if chunks else chunk
-            chunks.append(chunk)
+        return await receive_body(receive, self.max_body, self.body_timeout)
 
 
 def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:

@@ -356,6 +356,7 @@ class Context(Reporting):
         onces = self._flow.onces
         if key not in onces:
             if self._ledger is not None and self._flow_deadline is not None:
+                await self._ledger.hold_round()  # a later round: claimed before it acts
                 deadline = self._flow_deadline()  # before flow_id: round 1 assigns it here
                 _, found = await self._ledger.once(self._flow.flow_id, key, deadline,
                                                    lambda: run_kept(fn, declared))

@@ -1,12 +1,24 @@
 """Ledger: exactly-once rounds and `ctx.once` through a shared Store."""
 
 # Design: a round is named by the random `round_id` sealed in its state, so the store key can
-# not be forged or varied (token text is malleable in its last base64 character). Redeeming a
-# round claims `round:<id>`; the first redemption runs and stores its outcome with a digest of
-# the canonical inputResponses; a later one with the same answers gets the stored outcome, with
-# other answers the frozen InvalidRequestState. `once` is the same claim per flow and key,
-# `once:<flow>:<key>`, whose outcome is fn's JSON value. A duplicate waits (bounded) for the
-# first run's outcome: on its task when it runs in this process, else polling the store.
+# not be forged or varied (token text is malleable in its last base64 character). The first
+# redemption of `round:<id>` stores its outcome with a digest of the canonical inputResponses;
+# a later one with the same answers gets the stored outcome, with other answers the frozen
+# InvalidRequestState. `once` is a claim per flow and key, `once:<flow>:<key>`, whose outcome
+# is fn's JSON value. A duplicate waits (bounded) for the first run's outcome: on its task when
+# it runs in this process, else polling the store.
+#
+# One write per round unless it acts (docs/performance.md, "One write per round"). A round's
+# handler is deterministic from the sealed journal and its answers except for what it does in
+# `ctx.once` or by starting a task, so a round runs first *unclaimed*: one that ends without
+# acting stores its outcome with put_if_absent, and when another redemption got there first it
+# answers that one's outcome instead of its own (same answers: the same bytes; other answers:
+# InvalidRequestState), so single use and frozen answers hold as before. The first effect of a
+# round (hold(): `ctx.once`, a task started) claims the round before it acts; the claim finding
+# the round recorded or running elsewhere stops this run (Redeemed, a BaseException) and
+# answers the recorded outcome, so no effect of a second redemption ever starts. A held round
+# ends as every claim does (below). An unclaimed round whose write fails answers
+# StoreUnavailable (503, retry): nothing it did needs protecting.
 #
 # The life of a claim (docs/deploy.md, "What exactly once means"):
 #
@@ -55,6 +67,7 @@ import msgspec
 from mrtr.errors import InvalidRequestState, OutcomePending
 from mrtr.protocol import CreateTaskResult, InputRequiredResult, resolve_contents
 from mrtr.server._failures import outcome_too_large
+from mrtr.server._held import CURRENT_ROUND, HeldRound, Keeper, Redeemed
 from mrtr.server._probe import note_store_hit
 from mrtr.server._sealing import digest_arguments
 from mrtr.stores import Claim, ClaimStatus, Store, StoreUnavailable
@@ -112,19 +125,76 @@ class Ledger:
         # flows cluster at the end of an ordered index, and a SQLite commit writes a few pages,
         # not one per round. The deadline is sealed with the state, so replays name the same key.
         key = f"round:{int(deadline * 1000):012x}:{round_id}"
+        if key in self._doubt:  # it ran here; its outcome is on its way to the store
+            raise OutcomePending()
         digest = digest_arguments(msgspec.to_builtins(responses))
-        claim = await self._claim(key, deadline)
-        if claim.status is ClaimStatus.DONE:
-            note_store_hit()  # the request line (and telemetry) say the round was replayed
-            return self._replay(claim.outcome or b"", digest, kind)
-        result: R | InputRequiredResult = await self._guarded(key, run)
+        current = HeldRound(self, key, deadline)
+        token = CURRENT_ROUND.set(current)
+        try:
+            result: R | InputRequiredResult = await run()
+        except BaseException as exc:
+            if current.redeemed is not None and not isinstance(exc, asyncio.CancelledError):
+                note_store_hit()  # hold() met the recorded outcome: answer it
+                return self._replay(current.redeemed, digest, kind)
+            if current.held:
+                await self._failed(key, exc)
+            raise  # unclaimed: nothing acted, nothing to release
+        finally:
+            CURRENT_ROUND.reset(token)
+            current.stop()
+        if current.redeemed is not None:  # the handler swallowed Redeemed
+            note_store_hit()
+            return self._replay(current.redeemed, digest, kind)
+        return await self._keep_outcome(current, result, digest, kind)
+
+    async def _keep_outcome(
+        self, current: HeldRound, result: R | InputRequiredResult, digest: bytes, kind: type[R]
+    ) -> R | InputRequiredResult:
+        """Record a finished round's outcome: complete a held claim, else put it if absent;
+        the outcome another redemption recorded first, when it did."""
+        key, deadline = current.key, current.deadline
         tag = (_INPUT if isinstance(result, InputRequiredResult)
                else _TASK if isinstance(result, CreateTaskResult) else _FINAL)
         body = _ENCODER.encode(result)
         if len(body) > self._max_outcome:
             tag, body = _DROPPED, self._dropped(key, len(body))
-        await self._record(key, digest + tag + body, deadline)
+        outcome = digest + tag + body
+        if current.held:
+            await self._record(key, outcome, deadline)
+            return result
+        try:
+            claim = await self.store.put_if_absent(key, outcome, expires=deadline)
+        except StoreUnavailable as exc:  # nothing this round did needs the record: retry it
+            self._log.error("store unavailable, %s not recorded: %s", key, exc.reason)
+            raise
+        if claim.status is ClaimStatus.RUNNING:  # a redemption that acts holds it: wait for it
+            claim = await self._claim(key, deadline)
+            if claim.status is ClaimStatus.NEW:  # it gave up (released, or its lease lapsed)
+                await self._record(key, outcome, deadline)
+                return result
+        if claim.status is ClaimStatus.DONE:
+            note_store_hit()
+            return self._replay(claim.outcome or b"", digest, kind)
         return result
+
+    async def hold_round(self) -> None:
+        """Before an effect (`ctx.once`, a task started): claim the round being redeemed, once.
+
+        A no-op outside a redeemed round (round 1, no store) and once the round is held; raises
+        Redeemed when another redemption recorded the round (its outcome is answered instead).
+        """
+        current = CURRENT_ROUND.get()
+        if current is None or current.held or current.ledger is not self:
+            return
+        claim = await self._claim(current.key, current.deadline)
+        if claim.status is ClaimStatus.DONE:
+            current.redeemed = claim.outcome or b""
+            raise Redeemed()
+        current.held = True
+        # Most rounds finish well inside lease/3: a timer, not a task, until one does not.
+        current.keeper = Keeper(lambda: self._keep(current.key))
+        current.timer = asyncio.get_running_loop().call_later(self._lease / 3,
+                                                              current.keeper.start)
 
     async def once(
         self, flow_id: str, key: str, deadline: float, fn: Callable[[], object]
@@ -188,26 +258,16 @@ class Ledger:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.05)
 
-    async def _guarded(self, key: str, run: Callable[[], Awaitable[Any]]) -> Any:
-        """A round's handler, holding its claim; released when the handler did not finish."""
-        # Most rounds finish well inside lease/3: a timer, not a task, until one does not.
-        keeper = _Keeper(self, key)
-        timer = asyncio.get_running_loop().call_later(self._lease / 3, keeper.start)
-        try:
-            return await run()
-        except (StoreUnavailable, OutcomePending):
+    async def _failed(self, key: str, exc: BaseException) -> None:
+        """A held round's handler did not finish: release its claim (see above)."""
+        if isinstance(exc, (StoreUnavailable, OutcomePending)):
             self._spawn(self._release(key))  # the store is failing: answer without waiting
-            raise
-        except BaseException:  # a ProtocolError, a crash, or the request cancelled: see above
+        else:  # a ProtocolError, a crash, or the request cancelled: see above
             await self._release(key)
-            raise
-        finally:
-            timer.cancel()
-            keeper.stop()
 
     async def _run_once(self, name: str, deadline: float, fn: Callable[[], object]) -> object:
         """fn, then its outcome recorded: a task of its own, so no request cancels it."""
-        keeper = _Keeper(self, name)
+        keeper = Keeper(lambda: self._keep(name))
         timer = asyncio.get_running_loop().call_later(self._lease / 3, keeper.start)
         try:
             value = fn()
@@ -325,21 +385,3 @@ class Ledger:
         if tag == _TASK:
             return msgspec.json.decode(body, type=CreateTaskResult)  # type: ignore[return-value]
         return msgspec.json.decode(body, type=kind, dec_hook=resolve_contents)
-
-
-class _Keeper:
-    """Starts (from a timer) and stops the task renewing one claim."""
-
-    __slots__ = ("key", "ledger", "task")
-
-    def __init__(self, ledger: Ledger, key: str) -> None:
-        self.ledger = ledger
-        self.key = key
-        self.task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self.task = asyncio.get_running_loop().create_task(self.ledger._keep(self.key))
-
-    def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()

@@ -174,6 +174,8 @@ class Runner:
                 return await self._tool_result(
                     entry, round_.run(lambda c: invoke_tool(entry, c, arguments), ctx))
             except StartTask:
+                if self._engine.ledger is not None:  # starting a task acts: claim the round
+                    await self._engine.ledger.hold_round()
                 return await tasks.create(entry, meta, arguments, peer, round_.flow)
 
         return await self._redeem(round_, request, CallToolResult, finish)

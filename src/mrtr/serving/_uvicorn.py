@@ -16,9 +16,8 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import h11
 from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
@@ -28,6 +27,12 @@ from mrtr.serving._connections import MAX_HEAD_BYTES, ConnectionLimits
 __all__ = ["BoundedConfig", "protocol_class"]
 
 log = logging.getLogger("mrtr.serve")
+# The mixin's base for the type checker only: at run time the protocol class follows it in the
+# MRO, so its super() calls reach uvicorn's methods.
+if TYPE_CHECKING:
+    _Base = H11Protocol
+else:
+    _Base = object
 _HEAD, _BODY, _APP, _IDLE = "head", "body", "app", "idle"
 
 
@@ -179,8 +184,12 @@ class Deadlines:
         transport.close()
 
 
-class BoundedH11(H11Protocol):
-    """uvicorn's h11 protocol with the request deadlines of ConnectionLimits."""
+class _Bounded(_Base):
+    """The deadlines of ConnectionLimits, mixed into one of uvicorn's HTTP protocols.
+
+    Both protocols take (config, server_state, app_state, _loop) and differ in what calls in
+    here only by handle_websocket_upgrade: h11 passes the request event, httptools nothing, so
+    it forwards whatever it was given."""
 
     def __init__(self, config: Config, server_state: ServerState, app_state: dict[str, Any],
                  _loop: asyncio.AbstractEventLoop | None = None) -> None:
@@ -200,13 +209,17 @@ class BoundedH11(H11Protocol):
         super().on_response_complete()
         self.deadlines.answered()
 
-    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+    def handle_websocket_upgrade(self, *event: Any) -> None:
         self.deadlines.stop()
-        super().handle_websocket_upgrade(event)
+        super().handle_websocket_upgrade(*event)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.deadlines.stop()
         super().connection_lost(exc)
+
+
+class BoundedH11(_Bounded, H11Protocol):
+    """uvicorn's h11 protocol with the request deadlines of ConnectionLimits."""
 
 
 def _limits(config: Config) -> ConnectionLimits:
@@ -218,34 +231,7 @@ _PROTOCOLS: dict[str, type[asyncio.Protocol]] = {"h11": BoundedH11}
 if importlib.util.find_spec("httptools") is not None:  # else serve() picks h11
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    class BoundedHttpTools(HttpToolsProtocol):
+    class BoundedHttpTools(_Bounded, HttpToolsProtocol):  # type: ignore[misc]
         """uvicorn's httptools protocol with the request deadlines of ConnectionLimits."""
-
-        def __init__(self, config: Config, server_state: ServerState,
-                     app_state: dict[str, Any],
-                     _loop: asyncio.AbstractEventLoop | None = None) -> None:
-            super().__init__(config, server_state, app_state, _loop)
-            self.deadlines = Deadlines(self, _limits(config))
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self.deadlines.opened()
-
-        def data_received(self, data: bytes) -> None:
-            self.deadlines.receiving()
-            super().data_received(data)
-            self.deadlines.received(len(data))
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            self.deadlines.answered()
-
-        def handle_websocket_upgrade(self) -> None:
-            self.deadlines.stop()
-            super().handle_websocket_upgrade()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self.deadlines.stop()
-            super().connection_lost(exc)
 
     _PROTOCOLS["httptools"] = BoundedHttpTools
