@@ -84,8 +84,8 @@ class PausingStore:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
-        return await self.store.claim(key, lease=lease, expires=expires)
+    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "") -> Claim:
+        return await self.store.claim(key, lease=lease, expires=expires, holder=holder)
 
     async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
         if key.startswith("once:"):
@@ -95,8 +95,8 @@ class PausingStore:
     async def renew(self, key: str, *, lease: float) -> bool:
         return await self.store.renew(key, lease=lease)
 
-    async def release(self, key: str) -> None:
-        await self.store.release(key)
+    async def release(self, key: str, *, holder: str | None = None) -> None:
+        await self.store.release(key, holder=holder)
 
     async def get(self, key: str) -> Claim | None:
         return await self.store.get(key)

@@ -6,15 +6,22 @@
 # the canonical inputResponses; a later one with the same answers gets the stored outcome, with
 # other answers the frozen InvalidRequestState. `once` is the same claim per flow and key,
 # `once:<flow>:<key>`, whose outcome is fn's JSON value. A duplicate waits (bounded) for the
-# first run's outcome: on its task when it runs in this process, else polling the store.
+# first run's outcome: on its task when it runs in this process (up to `wait`), else polling
+# the store (up to `poll`, a few seconds): a holder elsewhere may be dead and its claim wait
+# for the lease, so the duplicate gets the retryable OutcomePending rather than block a client.
 #
 # The life of a claim (docs/deploy.md, "What exactly once means"):
 #
 #   absent --claim--> CLAIMED --work starts--> RUNNING --outcome written--> RECORDED (DONE)
-#                                                |  \--write fails--> IN DOUBT --written--/
-#                                                |--the work raised: not an outcome--> absent
-#                                                \--the holder died: the lease lapses--> absent
+#            |   \--the claim's answer lost--> absent    |  \--write fails--> IN DOUBT --/
+#            |                                 |--the work raised: not an outcome--> absent
+#            \--not answered: landed or not--> ABANDONED \--the holder died: lease lapses--> absent
 #
+# - ABANDONED: the store did not answer the claim (timed out, failed, the request cancelled),
+#   yet the write may have landed, held by nobody. The work never started under it: the
+#   process drops it once the store answers again (release by this attempt's holder, retried
+#   in the background up to the lease), so a retry can claim it at once rather than wait for
+#   the lease. The holder name (unique per attempt) makes sure no other claim is dropped.
 # - CLAIMED, RUNNING and IN DOUBT all read RUNNING in the store. The holder renews the lease
 #   every lease/3 (from lease/3 on: a timer, not a task, for the many claims that end sooner),
 #   so only a process that died, or lost the store for longer than the lease, lets it lapse.
@@ -44,7 +51,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from hmac import compare_digest
@@ -78,19 +87,23 @@ class Ledger:
     """Records each round's outcome and each `once` result in `store`.
 
     `lease` bounds how long a claim outlives a process that died holding it (seconds);
-    `wait` bounds how long a duplicate waits for the first redemption's outcome. An outcome
+    `wait` bounds how long a duplicate waits for the first redemption's outcome when it runs
+    in this process, `poll` when it runs elsewhere (then OutcomePending). An outcome
     over `max_outcome` bytes is answered to its first request but kept as a marker only: a
     replay of it gets OutcomeTooLarge (it is never run again).
     """
 
     def __init__(
         self, store: Store, log: logging.Logger, *, lease: float = 30.0, wait: float = 60.0,
-        max_outcome: int = 1024 * 1024,
+        poll: float = 5.0, max_outcome: int = 1024 * 1024,
     ) -> None:
         self.store = store
         self._log = log
         self._lease = lease
         self._wait = wait
+        self._poll = min(poll, wait)
+        self._holder = secrets.token_hex(6) + ":"  # + a serial: each claim attempt's holder
+        self._serial = itertools.count()
         self._max_outcome = max_outcome
         self._running: dict[str, asyncio.Task[Any]] = {}  # once fns running here, by claim key
         self._doubt: dict[str, asyncio.Task[None]] = {}  # outcomes still being written, by key
@@ -113,11 +126,11 @@ class Ledger:
         # not one per round. The deadline is sealed with the state, so replays name the same key.
         key = f"round:{int(deadline * 1000):012x}:{round_id}"
         digest = digest_arguments(msgspec.to_builtins(responses))
-        claim = await self._claim(key, deadline)
+        claim, holder = await self._claim(key, deadline)
         if claim.status is ClaimStatus.DONE:
             note_store_hit()  # the request line (and telemetry) say the round was replayed
             return self._replay(claim.outcome or b"", digest, kind)
-        result: R | InputRequiredResult = await self._guarded(key, run)
+        result: R | InputRequiredResult = await self._guarded(key, holder, run)
         tag = (_INPUT if isinstance(result, InputRequiredResult)
                else _TASK if isinstance(result, CreateTaskResult) else _FINAL)
         body = _ENCODER.encode(result)
@@ -134,7 +147,7 @@ class Ledger:
         Raises OutcomePending or StoreUnavailable; fn's own exception when it raised.
         """
         name = f"once:{flow_id}:{key}"
-        claim = await self._claim(name, deadline)
+        claim, holder = await self._claim(name, deadline)
         if claim.status is ClaimStatus.DONE:
             outcome = claim.outcome or b"null"
             if outcome[:1] == _DROPPED_ONCE:
@@ -143,7 +156,7 @@ class Ledger:
                                         kept=False)
             return True, msgspec.json.decode(outcome)
         # Claimed: from here on fn's outcome is recorded, whatever happens to this request.
-        task = asyncio.get_running_loop().create_task(self._run_once(name, deadline, fn))
+        task = asyncio.get_running_loop().create_task(self._run_once(name, holder, deadline, fn))
         self._running[name] = task
         task.add_done_callback(lambda done: self._ran(name, done))
         return False, await asyncio.shield(task)
@@ -162,33 +175,41 @@ class Ledger:
         return not left
 
     # -- steps -------------------------------------------------------------------------------------
-    async def _claim(self, key: str, deadline: float) -> Claim:
-        """Claim `key`, waiting (bounded) while another run holds it."""
-        give_up = time.monotonic() + self._wait
+    async def _claim(self, key: str, deadline: float) -> tuple[Claim, str]:
+        """Claim `key`, waiting (bounded) while another run holds it; the claim and its holder."""
+        started = time.monotonic()
+        holder = self._holder + str(next(self._serial))
         delay = 0.002
         while True:
             if key in self._doubt:  # it ran here; its outcome is on its way to the store
                 raise OutcomePending()
             try:
-                claim = await self.store.claim(key, lease=self._lease, expires=deadline)
+                claim = await self.store.claim(key, lease=self._lease, expires=deadline,
+                                               holder=holder)
             except StoreUnavailable as exc:
                 self._log.error("store unavailable, refusing to run %s: %s", key, exc.reason)
+                self._spawn(self._abandon(key, holder))  # it may have landed: ABANDONED
+                raise
+            except asyncio.CancelledError:
+                self._spawn(self._abandon(key, holder))
                 raise
             if claim.status is not ClaimStatus.RUNNING:
-                return claim
-            left = give_up - time.monotonic()
-            if left < 0:
-                self._log.error("%s still running after %.0fs: answering outcome pending", key,
-                                self._wait)
-                raise OutcomePending()
+                return claim, holder
+            waited = time.monotonic() - started
             here = self._running.get(key)
-            if here is not None:  # fn runs in this process: wait for its task, not the store
-                await asyncio.wait((here,), timeout=left)
+            if here is not None and waited < self._wait:
+                # fn runs in this process: wait for its task, not the store
+                await asyncio.wait((here,), timeout=self._wait - waited)
                 continue
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.05)
+            if here is None and waited < self._poll:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.05)
+                continue
+            self._log.warning("%s still running %s after %.1fs: answering outcome pending", key,
+                              "here" if here is not None else "elsewhere", waited)
+            raise OutcomePending()
 
-    async def _guarded(self, key: str, run: Callable[[], Awaitable[Any]]) -> Any:
+    async def _guarded(self, key: str, holder: str, run: Callable[[], Awaitable[Any]]) -> Any:
         """A round's handler, holding its claim; released when the handler did not finish."""
         # Most rounds finish well inside lease/3: a timer, not a task, until one does not.
         keeper = _Keeper(self, key)
@@ -196,16 +217,18 @@ class Ledger:
         try:
             return await run()
         except (StoreUnavailable, OutcomePending):
-            self._spawn(self._release(key))  # the store is failing: answer without waiting
+            self._spawn(self._abandon(key, holder))  # the store is failing: answer now
             raise
         except BaseException:  # a ProtocolError, a crash, or the request cancelled: see above
-            await self._release(key)
+            await self._release(key, holder)
             raise
         finally:
             timer.cancel()
             keeper.stop()
 
-    async def _run_once(self, name: str, deadline: float, fn: Callable[[], object]) -> object:
+    async def _run_once(
+        self, name: str, holder: str, deadline: float, fn: Callable[[], object]
+    ) -> object:
         """fn, then its outcome recorded: a task of its own, so no request cancels it."""
         keeper = _Keeper(self, name)
         timer = asyncio.get_running_loop().call_later(self._lease / 3, keeper.start)
@@ -217,7 +240,7 @@ class Ledger:
             self._log.warning("%s interrupted: its claim stays until the lease lapses", name)
             raise
         except BaseException:  # fn failed (or asked for input): it may run again
-            await self._release(name)
+            await self._release(name, holder)
             raise
         finally:
             timer.cancel()
@@ -290,11 +313,30 @@ class Ledger:
                             "after the lease, and a retry then runs it again", key)
             raise
 
-    async def _release(self, key: str) -> None:
+    async def _release(self, key: str, holder: str) -> None:
         try:
-            await asyncio.shield(self.store.release(key))
+            await asyncio.shield(self.store.release(key, holder=holder))
         except (StoreUnavailable, asyncio.CancelledError) as exc:
-            self._log.warning("could not release %s (its lease will): %r", key, exc)
+            self._log.warning("could not release %s yet (%r): trying again in the background",
+                              key, exc)
+            self._spawn(self._abandon(key, holder))
+
+    async def _abandon(self, key: str, holder: str) -> None:
+        """Drop `holder`'s claim on `key` once the store answers, whose work never ran (or
+        raised): tried again with backoff until the lease would have freed it anyway."""
+        give_up = time.monotonic() + self._lease
+        delay = _RETRY_FIRST
+        while True:
+            try:
+                await self.store.release(key, holder=holder)
+                return
+            except StoreUnavailable as exc:
+                if time.monotonic() + delay > give_up:
+                    self._log.warning("could not release %s (its lease will): %s", key,
+                                      exc.reason)
+                    return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RETRY_MAX)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
