@@ -13,18 +13,19 @@
 # The life of a claim (docs/deploy.md, "What exactly once means"):
 #
 #   absent --claim--> CLAIMED --work starts--> RUNNING --outcome written--> RECORDED (DONE)
-#            |   \--the claim's answer lost--> absent    |  \--write fails--> IN DOUBT --/
-#            |                                 |--the work raised: not an outcome--> absent
-#            \--not answered: landed or not--> ABANDONED \--the holder died: lease lapses--> absent
+#     ^       \--answer lost--> ABANDONED         |  \--write fails--> IN DOUBT --written--/
+#     |                          |                |--the work raised: not an outcome--> absent
+#     \--dropped by its holder---/                \--the holder died: the lease lapses--> absent
 #
 # - ABANDONED: the store did not answer the claim (timed out, failed, the request cancelled),
 #   yet the write may have landed, held by nobody. The work never started under it: the
 #   process drops it once the store answers again (release by this attempt's holder, retried
 #   in the background up to the lease), so a retry can claim it at once rather than wait for
 #   the lease. The holder name (unique per attempt) makes sure no other claim is dropped.
-# - CLAIMED, RUNNING and IN DOUBT all read RUNNING in the store. The holder renews the lease
-#   every lease/3 (from lease/3 on: a timer, not a task, for the many claims that end sooner),
-#   so only a process that died, or lost the store for longer than the lease, lets it lapse.
+# - CLAIMED, RUNNING, IN DOUBT and ABANDONED all read RUNNING in the store. The holder renews
+#   the lease every lease/3 (from lease/3 on: a timer, not a task, for the many claims that
+#   end sooner), so only a process that died, or lost the store for longer than the lease,
+#   lets it lapse.
 # - Cancellation never releases a claim whose work may still act. `once` runs fn in its own
 #   task, shielded from the request: a client that disconnects (or the request timeout)
 #   cancels the handler awaiting it, never fn, which finishes in the background and has its
