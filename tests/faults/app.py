@@ -10,6 +10,9 @@ the environment the test gives it:
 - FAULTS_STORE: the store URL (sqlite:///path or redis://...), opened with short timeouts.
 - FAULTS_LEASE: the claim lease in seconds (short, so a SIGKILLed holder's claim lapses soon).
 - MRTR_STATE_KEYS: the key ring every replica seals with.
+- FAULTS_LOSE: a point ("before-claim"): the first `once` claim of a flow stopped there that
+  the store grants lands, but its answer is lost (StoreUnavailable, as when the store times
+  out while a restarting Redis writes it): a claim held by nobody, that fn never ran under.
 
 `pay(invoice, point, hold)` stops for `hold` seconds the first time any replica reaches
 `point` for that invoice (the mark file is created exclusively), after leaving the mark
@@ -30,7 +33,7 @@ from pathlib import Path
 
 from mrtr import Context, Server
 from mrtr.server import Dispatcher, Sealer, parse_keys
-from mrtr.stores import Claim, RedisStore, SQLiteStore, Store
+from mrtr.stores import Claim, ClaimStatus, RedisStore, SQLiteStore, Store, StoreUnavailable
 
 POINTS = ("before-claim", "after-claim", "inside-fn", "after-fn", "after-record")
 _pause_at: contextvars.ContextVar[tuple[str, str, float]] = contextvars.ContextVar("pause_at")
@@ -64,17 +67,22 @@ def charge(invoice: str, key: str) -> int:
         db.close()
 
 
-async def pause(here: str) -> None:
-    """Stop for the flow's hold if `here` is its point and no replica stopped there yet."""
-    invoice, point, hold = _pause_at.get(("", "", 0.0))
-    if point != here:
-        return
+def _first(invoice: str, event: str) -> bool:
+    """Whether this is the first time any replica meets `event` for `invoice` (a mark file)."""
     marks = _folder() / "marks"
     marks.mkdir(exist_ok=True)
     try:
-        os.close(os.open(marks / f"{invoice}.{here}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        os.close(os.open(marks / f"{invoice}.{event}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
     except FileExistsError:
-        return  # a retry passing the point again: the fault was injected the first time
+        return False
+    return True
+
+
+async def pause(here: str) -> None:
+    """Stop for the flow's hold if `here` is its point and no replica stopped there yet."""
+    invoice, point, hold = _pause_at.get(("", "", 0.0))
+    if point != here or not _first(invoice, here):
+        return  # another point, or a retry passing it again: the fault was injected already
     await asyncio.sleep(hold)
 
 
@@ -84,8 +92,13 @@ class PausingStore:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
-        return await self.store.claim(key, lease=lease, expires=expires)
+    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "") -> Claim:
+        claim = await self.store.claim(key, lease=lease, expires=expires, holder=holder)
+        invoice, point, _ = _pause_at.get(("", "", 0.0))
+        if (key.startswith("once:") and claim.status is ClaimStatus.NEW
+                and point == os.environ.get("FAULTS_LOSE") and _first(invoice, "lost")):
+            raise StoreUnavailable("injected: the claim landed, its answer was lost")
+        return claim
 
     async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
         if key.startswith("once:"):
@@ -95,8 +108,8 @@ class PausingStore:
     async def renew(self, key: str, *, lease: float) -> bool:
         return await self.store.renew(key, lease=lease)
 
-    async def release(self, key: str) -> None:
-        await self.store.release(key)
+    async def release(self, key: str, *, holder: str | None = None) -> None:
+        await self.store.release(key, holder=holder)
 
     async def get(self, key: str) -> Claim | None:
         return await self.store.get(key)

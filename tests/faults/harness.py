@@ -86,6 +86,7 @@ class Flow:
     answers: list[str] = field(default_factory=list)  # each final-round answer not a result
     result: str | None = None
     replays: list[str] = field(default_factory=list)  # the final round sent again afterwards
+    took: list[float] = field(default_factory=list)  # seconds each final-round attempt took
     attempts: int = 0  # times fn reached the provider
     charges: int = 0  # what the provider charged (per idempotency key)
 
@@ -111,6 +112,7 @@ class FinalRound:
         n, self.sent = self.sent, self.sent + 1
         body = call("pay", self.arguments, id=n + 1, requestState=self.state,
                     inputResponses=CONFIRM)
+        started = time.monotonic()
         try:
             reply = await self.client.post(self.urls(n), timeout=timeout, **post_args(body))
         except httpx.TimeoutException:
@@ -119,6 +121,7 @@ class FinalRound:
         except httpx.TransportError:
             self.flow.answers.append("cut")  # refused or reset: the replica died
             return None
+        self.flow.took.append(time.monotonic() - started)
         answer = reply.json()
         if reply.status_code == 200 and "result" in answer:
             return str(answer["result"]["content"][0]["text"])

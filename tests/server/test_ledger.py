@@ -394,9 +394,9 @@ class DyingStore(MemoryStore):
         self._die()
         return value
 
-    async def release(self, key: str) -> None:
+    async def release(self, key: str, *, holder: str | None = None) -> None:
         if not self.dead:  # a dead process releases nothing: its claims lapse with the lease
-            await super().release(key)
+            await super().release(key, holder=holder)
 
 
 def test_13_a_crash_inside_once_after_the_charge_never_charges_twice() -> None:

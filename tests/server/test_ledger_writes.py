@@ -177,9 +177,10 @@ def test_31_a_round_that_acts_in_no_once_costs_one_store_write() -> None:
     calls: list[str] = []
 
     class Counting(MemoryStore):
-        async def claim(self, key: str, *, lease: float, expires: float) -> Any:
+        async def claim(self, key: str, *, lease: float, expires: float,
+                        holder: str = "") -> Any:
             calls.append("claim")
-            return await super().claim(key, lease=lease, expires=expires)
+            return await super().claim(key, lease=lease, expires=expires, holder=holder)
 
         async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
             calls.append("complete")

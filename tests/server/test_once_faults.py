@@ -67,9 +67,9 @@ class FailingStore(MemoryStore):
         if self.down:
             raise StoreUnavailable("injected outage")
 
-    async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
+    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "") -> Claim:
         self._check()
-        return await super().claim(key, lease=lease, expires=expires)
+        return await super().claim(key, lease=lease, expires=expires, holder=holder)
 
     async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
         self.writes += 1
@@ -78,9 +78,9 @@ class FailingStore(MemoryStore):
             raise StoreUnavailable("injected write failure")
         await super().complete(key, outcome, expires=expires)
 
-    async def release(self, key: str) -> None:
+    async def release(self, key: str, *, holder: str | None = None) -> None:
         self._check()
-        await super().release(key)
+        await super().release(key, holder=holder)
 
     async def renew(self, key: str, *, lease: float) -> bool:
         self._check()
@@ -334,3 +334,83 @@ def test_25_drain_waits_for_background_once_work_and_says_when_some_is_left(
     assert recorded == Claim(ClaimStatus.DONE, b'"R-INV-7-1"')
     assert "1 claims still held" in caplog.text
     assert asyncio.run(Dispatcher(shop(provider)).drain()) is True  # no store: nothing to wait
+
+
+class LostAnswerStore(MemoryStore):
+    """A MemoryStore whose next claim on a key starting with `lose` lands, but its answer is
+    lost (the store timed out, as a Redis restarting under a slow fsync does), and which is
+    `down` for a moment after it (a release then fails too)."""
+
+    lose: str | None = None
+    down = False
+
+    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "") -> Claim:
+        if self.down:
+            raise StoreUnavailable("injected outage")
+        claim = await super().claim(key, lease=lease, expires=expires, holder=holder)
+        if self.lose is not None and key.startswith(self.lose):
+            self.lose, self.down = None, True
+            raise StoreUnavailable("injected: the claim landed, its answer did not")
+        return claim
+
+    async def release(self, key: str, *, holder: str | None = None) -> None:
+        if self.down:
+            raise StoreUnavailable("injected outage")
+        await super().release(key, holder=holder)
+
+
+def test_25_a_claim_that_landed_unanswered_is_abandoned_and_the_retry_runs_fn_at_once() -> None:
+    # Before the claim: the store fails while `once` claims, yet the claim landed. fn never ran,
+    # so once the store is back the claim is dropped by its holder, and the retry runs fn now,
+    # not after the 30 s lease (nor an outcome pending every few seconds until then).
+    provider = Provider()
+    store = LostAnswerStore()
+    dispatcher = dispatcher_for(provider, store)
+
+    async def main() -> tuple[int, str, float]:
+        params = await final_params(dispatcher, "INV-8")
+        store.lose = "once:"
+        failed = await send(dispatcher, params)
+        landed = [k for k in store._entries if k.startswith("once:")]
+        assert landed and await store.get(landed[0]) == Claim(ClaimStatus.RUNNING)
+        await asyncio.sleep(0.2)
+        store.down = False  # the store is back: the background release lands
+        await asyncio.sleep(0.3)
+        started = time.monotonic()
+        retried = await asyncio.wait_for(send(dispatcher, params, 3), 3)
+        return (failed.http_status, decoded(retried)["result"]["content"][0]["text"],
+                time.monotonic() - started)
+
+    status, text, waited = asyncio.run(main())
+    assert (status, text, provider.charges) == (503, "paid R-INV-8-1", 1)
+    assert waited < 1.0
+
+
+def test_25_a_claim_held_elsewhere_answers_outcome_pending_promptly_one_here_is_awaited() -> None:
+    # Held by another process (maybe dead, its lease still running): the duplicate polls for
+    # `poll` seconds, not `wait`, then gets the retryable answer; fn never runs. Held by fn
+    # running in this process: the duplicate waits for fn's value, past `poll`.
+    store = MemoryStore()
+    ledger = Ledger(store, logging.getLogger("test"), lease=30, wait=60, poll=0.2)
+    deadline = time.time() + 60
+    ran: list[str] = []
+
+    async def slow() -> str:
+        ran.append("slow")
+        await asyncio.sleep(0.5)
+        return "slow value"
+
+    async def main() -> list[object]:
+        await store.claim("once:f:k", lease=30, expires=deadline, holder="other:1")
+        started = time.monotonic()
+        with pytest.raises(OutcomePending):
+            await ledger.once("f", "k", deadline, lambda: ran.append("dup"))
+        elsewhere = time.monotonic() - started
+        first = asyncio.ensure_future(ledger.once("f", "here", deadline, slow))
+        await asyncio.sleep(0.01)
+        duplicate = await ledger.once("f", "here", deadline, lambda: ran.append("dup"))
+        return [elsewhere < 1.0, await first, duplicate, await store.get("once:f:k")]
+
+    assert asyncio.run(main()) == [True, (False, "slow value"), (True, "slow value"),
+                                   Claim(ClaimStatus.RUNNING)]
+    assert ran == ["slow"]

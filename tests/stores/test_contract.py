@@ -56,6 +56,92 @@ def test_release_frees_a_claim_but_never_a_done_entry(make_store: Factory) -> No
     assert run(make_store, body) == [ClaimStatus.NEW, ClaimStatus.DONE]
 
 
+def test_25_a_claim_abandoned_by_its_holder_is_claimable_again(make_store: Factory) -> None:
+    # An attempt whose claim was not answered (it may have landed; its fn never ran) drops
+    # it by its holder name, from any client of the store, and a retry claims it at once.
+    async def body(store: Store) -> list[ClaimStatus]:
+        other = make_store()
+        try:
+            seen = [(await store.claim("k", lease=30, expires=later(), holder="a:1")).status]
+            seen.append((await other.claim("k", lease=30, expires=later(),
+                                           holder="b:1")).status)
+            await other.release("k", holder="a:1")
+            seen.append((await store.claim("k", lease=30, expires=later(),
+                                           holder="b:2")).status)
+            return seen
+        finally:
+            if other is not store:
+                await other.aclose()
+
+    assert run(make_store, body) == [ClaimStatus.NEW, ClaimStatus.RUNNING, ClaimStatus.NEW]
+
+
+def test_25_a_held_claim_is_never_handed_out_by_another_holder_release(
+    make_store: Factory,
+) -> None:
+    # The claim of a running fn: another attempt's abandon (other holder, an empty one) leaves
+    # it held and renewable; its own holder may claim it again (a retried command whose first
+    # answer was lost: still the same attempt); a done entry no release drops.
+    async def body(store: Store) -> list[object]:
+        other = make_store()
+        try:
+            seen: list[object] = [(await store.claim("k", lease=30, expires=later(),
+                                                     holder="a:1")).status]
+            for stranger in ("b:1", "", "a:"):
+                await other.release("k", holder=stranger)
+                seen.append((await other.claim("k", lease=30, expires=later(),
+                                               holder=stranger)).status)
+            seen.append(await store.get("k"))
+            seen.append(await store.renew("k", lease=30))
+            seen.append((await store.claim("k", lease=30, expires=later(),
+                                           holder="a:1")).status)
+            await store.complete("k", b"done", expires=later())
+            await other.release("k", holder="a:1")
+            await other.release("k")
+            seen.append(await other.get("k"))
+            return seen
+        finally:
+            if other is not store:
+                await other.aclose()
+
+    assert run(make_store, body) == [
+        ClaimStatus.NEW, ClaimStatus.RUNNING, ClaimStatus.RUNNING, ClaimStatus.RUNNING,
+        Claim(ClaimStatus.RUNNING), True, ClaimStatus.NEW, Claim(ClaimStatus.DONE, b"done")]
+
+
+def test_25_an_empty_holder_never_matches(make_store: Factory) -> None:
+    async def body(store: Store) -> list[ClaimStatus]:
+        first = await store.claim("k", lease=30, expires=later())
+        second = await store.claim("k", lease=30, expires=later(), holder="")
+        return [first.status, second.status]
+
+    assert run(make_store, body) == [ClaimStatus.NEW, ClaimStatus.RUNNING]
+
+
+def test_25_sqlite_adds_the_holder_column_to_a_file_from_before(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "old.db")
+    db.execute("CREATE TABLE mrtr_entries (key TEXT PRIMARY KEY, outcome BLOB,"
+               " lease_until REAL NOT NULL, expires REAL NOT NULL, count INTEGER) WITHOUT ROWID")
+    db.execute("INSERT INTO mrtr_entries VALUES ('old', NULL, ?, ?, NULL)",
+               (time.time() + 30, later()))
+    db.commit()
+    db.close()
+
+    async def body(store: Store) -> list[ClaimStatus]:
+        seen = [(await store.claim("old", lease=30, expires=later(), holder="a:1")).status]
+        await store.release("old", holder="a:1")  # an old process's claim: not this holder's
+        seen.append((await store.claim("old", lease=30, expires=later(), holder="a:1")).status)
+        seen.append((await store.claim("new", lease=30, expires=later(), holder="a:1")).status)
+        await store.release("new", holder="a:1")
+        seen.append((await store.claim("new", lease=30, expires=later(), holder="b:1")).status)
+        return seen
+
+    assert run(lambda: SQLiteStore(tmp_path / "old.db"), body) == [
+        ClaimStatus.RUNNING, ClaimStatus.RUNNING, ClaimStatus.NEW, ClaimStatus.NEW]
+
+
 def test_a_lapsed_lease_frees_the_claim(make_store: Factory) -> None:
     async def body(store: Store) -> list[ClaimStatus]:
         await store.claim("k", lease=0.05, expires=later())

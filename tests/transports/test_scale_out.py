@@ -216,13 +216,22 @@ def test_13_workers_with_the_default_sqlite_store_and_a_worker_killed(tmp_path: 
         stop(process)
 
 
+async def inside_a_charge(client: httpx.AsyncClient, url: str, pid: int) -> None:
+    """Wait (at most ~20 s: the flows keep both workers charging) until worker `pid` is
+    inside a charge of tests/transports/slow_payments.py."""
+    for _ in range(400):
+        busy = await client.post(url, **post_args(call("inside", {"pid": pid})))
+        if busy.json()["result"]["content"][0]["text"] != "0":
+            return
+        await asyncio.sleep(0.05)
+
+
 @pytest.mark.slow
-# One re-run on a noisy machine: the SIGKILL can miss the charge window (a test-timing miss).
-@pytest.mark.flaky(reruns=1)
 def test_13_a_worker_killed_inside_the_charge_never_charges_twice(tmp_path: Path) -> None:
-    # Every charge sleeps 0.2 s inside ctx.once's fn after charging, so the SIGKILL lands
-    # inside fn for the flows that worker holds. Their retries wait for the 30 s lease, run fn
-    # again (attempts 2) with the same idempotency key, and charge nothing more.
+    # Every charge sleeps 0.2 s inside ctx.once's fn after charging; the SIGKILL waits until
+    # the worker is inside one (its `inside` count), so it lands inside fn for those flows.
+    # Their retries meet the claim (outcome pending) until the 30 s lease lapses, run fn again
+    # (attempts 2) with the same idempotency key, and charge nothing more.
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     log_path = tmp_path / "serve.log"
@@ -243,7 +252,9 @@ def test_13_a_worker_killed_inside_the_charge_never_charges_twice(tmp_path: Path
                 while run.done < 30:
                     await asyncio.sleep(0.05)
                 reply = await client.post(url, **post_args(call("charges", {"invoice": "x"})))
-                os.kill(int(reply.headers["mcp-debug-worker"]), signal.SIGKILL)
+                pid = int(reply.headers["mcp-debug-worker"])
+                await inside_a_charge(client, url, pid)
+                os.kill(pid, signal.SIGKILL)
 
             await asyncio.gather(killer(), *(worker() for _ in range(CONCURRENCY)))
             tried: dict[int, int] = {}

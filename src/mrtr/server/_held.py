@@ -38,13 +38,14 @@ class Keeper:
 class HeldRound:
     """The round being redeemed in this task (CURRENT_ROUND), claimed by its first effect."""
 
-    __slots__ = ("deadline", "held", "keeper", "key", "ledger", "redeemed", "timer")
+    __slots__ = ("deadline", "held", "holder", "keeper", "key", "ledger", "redeemed", "timer")
 
     def __init__(self, ledger: object, key: str, deadline: float) -> None:
         self.ledger = ledger  # whose round it is (a nested Dispatcher's rounds are its own)
         self.key = key
         self.deadline = deadline
         self.held = False
+        self.holder = ""  # the holder name of its claim, once held
         self.redeemed: bytes | None = None  # the recorded outcome hold_round() met
         self.keeper: Keeper | None = None
         self.timer: asyncio.TimerHandle | None = None

@@ -6,7 +6,9 @@
 # a later one with the same answers gets the stored outcome, with other answers the frozen
 # InvalidRequestState. `once` is a claim per flow and key, `once:<flow>:<key>`, whose outcome
 # is fn's JSON value. A duplicate waits (bounded) for the first run's outcome: on its task when
-# it runs in this process, else polling the store.
+# it runs in this process (up to `wait`), else polling the store (up to `poll`, a few seconds):
+# a holder elsewhere may be dead and its claim wait for the lease, so the duplicate gets the
+# retryable OutcomePending rather than block a client.
 #
 # One write per round unless it acts (docs/performance.md, "One write per round"). A round's
 # handler is deterministic from the sealed journal and its answers except for what it does in
@@ -23,13 +25,19 @@
 # The life of a claim (docs/deploy.md, "What exactly once means"):
 #
 #   absent --claim--> CLAIMED --work starts--> RUNNING --outcome written--> RECORDED (DONE)
-#                                                |  \--write fails--> IN DOUBT --written--/
-#                                                |--the work raised: not an outcome--> absent
-#                                                \--the holder died: the lease lapses--> absent
+#     ^       \--answer lost--> ABANDONED         |  \--write fails--> IN DOUBT --written--/
+#     |                          |                |--the work raised: not an outcome--> absent
+#     \--dropped by its holder---/                \--the holder died: the lease lapses--> absent
 #
-# - CLAIMED, RUNNING and IN DOUBT all read RUNNING in the store. The holder renews the lease
-#   every lease/3 (from lease/3 on: a timer, not a task, for the many claims that end sooner),
-#   so only a process that died, or lost the store for longer than the lease, lets it lapse.
+# - ABANDONED: the store did not answer the claim (timed out, failed, the request cancelled),
+#   yet the write may have landed, held by nobody. The work never started under it: the
+#   process drops it once the store answers again (release by this attempt's holder, retried
+#   in the background up to the lease), so a retry can claim it at once rather than wait for
+#   the lease. The holder name (unique per attempt) makes sure no other claim is dropped.
+# - CLAIMED, RUNNING, IN DOUBT and ABANDONED all read RUNNING in the store. The holder renews
+#   the lease every lease/3 (from lease/3 on: a timer, not a task, for the many claims that
+#   end sooner), so only a process that died, or lost the store for longer than the lease,
+#   lets it lapse.
 # - Cancellation never releases a claim whose work may still act. `once` runs fn in its own
 #   task, shielded from the request: a client that disconnects (or the request timeout)
 #   cancels the handler awaiting it, never fn, which finishes in the background and has its
@@ -56,32 +64,26 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from hmac import compare_digest
 from typing import Any, TypeVar
 
 import msgspec
 
-from mrtr.errors import InvalidRequestState, OutcomePending
-from mrtr.protocol import CreateTaskResult, InputRequiredResult, resolve_contents
-from mrtr.server._failures import outcome_too_large
+from mrtr.errors import OutcomePending
+from mrtr.protocol import InputRequiredResult
 from mrtr.server._held import CURRENT_ROUND, HeldRound, Keeper, Redeemed
 from mrtr.server._probe import note_store_hit
+from mrtr.server._recorded import once_outcome, once_value, replayed, round_outcome
 from mrtr.server._sealing import digest_arguments
 from mrtr.stores import Claim, ClaimStatus, Store, StoreUnavailable
 
 __all__ = ["Ledger"]
 
 R = TypeVar("R")
-_DIGEST = 32
-_INPUT = b"i"  # the stored outcome is an InputRequiredResult
-_FINAL = b"r"  # it is the method's own result type
-_TASK = b"t"  # it is a CreateTaskResult (a tools/call whose last round started a task)
-_DROPPED = b"x"  # it was over max_outcome: [its size, the limit] in its place
-_DROPPED_ONCE = b"\x00"  # a `once` value over max_outcome (no JSON value starts so)
-_ENCODER = msgspec.json.Encoder()
 _KEEP = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)  # fn may have acted: keep it
 _RETRY_FIRST = 0.05  # seconds before an in-doubt outcome is written again, doubling ...
 _RETRY_MAX = 2.0  # ... up to this
@@ -91,19 +93,23 @@ class Ledger:
     """Records each round's outcome and each `once` result in `store`.
 
     `lease` bounds how long a claim outlives a process that died holding it (seconds);
-    `wait` bounds how long a duplicate waits for the first redemption's outcome. An outcome
+    `wait` bounds how long a duplicate waits for the first redemption's outcome when it runs
+    in this process, `poll` when it runs elsewhere (then OutcomePending). An outcome
     over `max_outcome` bytes is answered to its first request but kept as a marker only: a
     replay of it gets OutcomeTooLarge (it is never run again).
     """
 
     def __init__(
         self, store: Store, log: logging.Logger, *, lease: float = 30.0, wait: float = 60.0,
-        max_outcome: int = 1024 * 1024,
+        poll: float = 5.0, max_outcome: int = 1024 * 1024,
     ) -> None:
         self.store = store
         self._log = log
         self._lease = lease
         self._wait = wait
+        self._poll = min(poll, wait)
+        self._holder = secrets.token_hex(6) + ":"  # + a serial: each claim attempt's holder
+        self._serial = itertools.count()
         self._max_outcome = max_outcome
         self._running: dict[str, asyncio.Task[Any]] = {}  # once fns running here, by claim key
         self._doubt: dict[str, asyncio.Task[None]] = {}  # outcomes still being written, by key
@@ -137,7 +143,7 @@ class Ledger:
                 note_store_hit()  # hold() met the recorded outcome: answer it
                 return self._replay(current.redeemed, digest, kind)
             if current.held:
-                await self._failed(key, exc)
+                await self._failed(key, current.holder, exc)
             raise  # unclaimed: nothing acted, nothing to release
         finally:
             CURRENT_ROUND.reset(token)
@@ -153,12 +159,7 @@ class Ledger:
         """Record a finished round's outcome: complete a held claim, else put it if absent;
         the outcome another redemption recorded first, when it did."""
         key, deadline = current.key, current.deadline
-        tag = (_INPUT if isinstance(result, InputRequiredResult)
-               else _TASK if isinstance(result, CreateTaskResult) else _FINAL)
-        body = _ENCODER.encode(result)
-        if len(body) > self._max_outcome:
-            tag, body = _DROPPED, self._dropped(key, len(body))
-        outcome = digest + tag + body
+        outcome = round_outcome(digest, result, self._max_outcome, key, self._log)
         if current.held:
             await self._record(key, outcome, deadline)
             return result
@@ -168,7 +169,7 @@ class Ledger:
             self._log.error("store unavailable, %s not recorded: %s", key, exc.reason)
             raise
         if claim.status is ClaimStatus.RUNNING:  # a redemption that acts holds it: wait for it
-            claim = await self._claim(key, deadline)
+            claim, _ = await self._claim(key, deadline)
             if claim.status is ClaimStatus.NEW:  # it gave up (released, or its lease lapsed)
                 await self._record(key, outcome, deadline)
                 return result
@@ -186,11 +187,11 @@ class Ledger:
         current = CURRENT_ROUND.get()
         if current is None or current.held or current.ledger is not self:
             return
-        claim = await self._claim(current.key, current.deadline)
+        claim, holder = await self._claim(current.key, current.deadline)
         if claim.status is ClaimStatus.DONE:
             current.redeemed = claim.outcome or b""
             raise Redeemed()
-        current.held = True
+        current.held, current.holder = True, holder
         # Most rounds finish well inside lease/3: a timer, not a task, until one does not.
         current.keeper = Keeper(lambda: self._keep(current.key))
         current.timer = asyncio.get_running_loop().call_later(self._lease / 3,
@@ -204,16 +205,11 @@ class Ledger:
         Raises OutcomePending or StoreUnavailable; fn's own exception when it raised.
         """
         name = f"once:{flow_id}:{key}"
-        claim = await self._claim(name, deadline)
+        claim, holder = await self._claim(name, deadline)
         if claim.status is ClaimStatus.DONE:
-            outcome = claim.outcome or b"null"
-            if outcome[:1] == _DROPPED_ONCE:
-                size, limit = msgspec.json.decode(outcome[1:])
-                raise outcome_too_large(f"The value of ctx.once({key!r})", size, limit,
-                                        kept=False)
-            return True, msgspec.json.decode(outcome)
+            return True, once_value(claim.outcome or b"null", key)
         # Claimed: from here on fn's outcome is recorded, whatever happens to this request.
-        task = asyncio.get_running_loop().create_task(self._run_once(name, deadline, fn))
+        task = asyncio.get_running_loop().create_task(self._run_once(name, holder, deadline, fn))
         self._running[name] = task
         task.add_done_callback(lambda done: self._ran(name, done))
         return False, await asyncio.shield(task)
@@ -232,40 +228,50 @@ class Ledger:
         return not left
 
     # -- steps -------------------------------------------------------------------------------------
-    async def _claim(self, key: str, deadline: float) -> Claim:
-        """Claim `key`, waiting (bounded) while another run holds it."""
-        give_up = time.monotonic() + self._wait
+    async def _claim(self, key: str, deadline: float) -> tuple[Claim, str]:
+        """Claim `key`, waiting (bounded) while another run holds it; the claim and its holder."""
+        started = time.monotonic()
+        holder = self._holder + str(next(self._serial))
         delay = 0.002
         while True:
             if key in self._doubt:  # it ran here; its outcome is on its way to the store
                 raise OutcomePending()
             try:
-                claim = await self.store.claim(key, lease=self._lease, expires=deadline)
+                claim = await self.store.claim(key, lease=self._lease, expires=deadline,
+                                               holder=holder)
             except StoreUnavailable as exc:
                 self._log.error("store unavailable, refusing to run %s: %s", key, exc.reason)
+                self._spawn(self._abandon(key, holder))  # it may have landed: ABANDONED
+                raise
+            except asyncio.CancelledError:
+                self._spawn(self._abandon(key, holder))
                 raise
             if claim.status is not ClaimStatus.RUNNING:
-                return claim
-            left = give_up - time.monotonic()
-            if left < 0:
-                self._log.error("%s still running after %.0fs: answering outcome pending", key,
-                                self._wait)
-                raise OutcomePending()
+                return claim, holder
+            waited = time.monotonic() - started
             here = self._running.get(key)
-            if here is not None:  # fn runs in this process: wait for its task, not the store
-                await asyncio.wait((here,), timeout=left)
+            if here is not None and waited < self._wait:
+                # fn runs in this process: wait for its task, not the store
+                await asyncio.wait((here,), timeout=self._wait - waited)
                 continue
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.05)
+            if here is None and waited < self._poll:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.05)
+                continue
+            self._log.warning("%s still running %s after %.1fs: answering outcome pending", key,
+                              "here" if here is not None else "elsewhere", waited)
+            raise OutcomePending()
 
-    async def _failed(self, key: str, exc: BaseException) -> None:
+    async def _failed(self, key: str, holder: str, exc: BaseException) -> None:
         """A held round's handler did not finish: release its claim (see above)."""
         if isinstance(exc, (StoreUnavailable, OutcomePending)):
-            self._spawn(self._release(key))  # the store is failing: answer without waiting
+            self._spawn(self._abandon(key, holder))  # the store is failing: answer now
         else:  # a ProtocolError, a crash, or the request cancelled: see above
-            await self._release(key)
+            await self._release(key, holder)
 
-    async def _run_once(self, name: str, deadline: float, fn: Callable[[], object]) -> object:
+    async def _run_once(
+        self, name: str, holder: str, deadline: float, fn: Callable[[], object]
+    ) -> object:
         """fn, then its outcome recorded: a task of its own, so no request cancels it."""
         keeper = Keeper(lambda: self._keep(name))
         timer = asyncio.get_running_loop().call_later(self._lease / 3, keeper.start)
@@ -277,24 +283,15 @@ class Ledger:
             self._log.warning("%s interrupted: its claim stays until the lease lapses", name)
             raise
         except BaseException:  # fn failed (or asked for input): it may run again
-            await self._release(name)
+            await self._release(name, holder)
             raise
         finally:
             timer.cancel()
             keeper.stop()
         # fn acted: a value JSON cannot carry keeps the claim (it lapses), it never frees it.
-        outcome = _ENCODER.encode(msgspec.to_builtins(value))
-        if len(outcome) > self._max_outcome:
-            outcome = _DROPPED_ONCE + self._dropped(name, len(outcome))
-        await self._record(name, outcome, deadline)
+        await self._record(name, once_outcome(value, self._max_outcome, name, self._log),
+                           deadline)
         return value
-
-    def _dropped(self, key: str, size: int) -> bytes:
-        """The marker kept instead of an outcome over max_outcome: [its size, the limit]."""
-        self._log.warning("the outcome of %s is %d bytes, over StoreLimits.max_outcome=%d: it "
-                          "is answered once and a marker kept, so a replay of it gets an error",
-                          key, size, self._max_outcome)
-        return _ENCODER.encode([size, self._max_outcome])
 
     def _ran(self, name: str, task: asyncio.Task[Any]) -> None:
         if self._running.get(name) is task:
@@ -350,11 +347,30 @@ class Ledger:
                             "after the lease, and a retry then runs it again", key)
             raise
 
-    async def _release(self, key: str) -> None:
+    async def _release(self, key: str, holder: str) -> None:
         try:
-            await asyncio.shield(self.store.release(key))
+            await asyncio.shield(self.store.release(key, holder=holder))
         except (StoreUnavailable, asyncio.CancelledError) as exc:
-            self._log.warning("could not release %s (its lease will): %r", key, exc)
+            self._log.warning("could not release %s yet (%r): trying again in the background",
+                              key, exc)
+            self._spawn(self._abandon(key, holder))
+
+    async def _abandon(self, key: str, holder: str) -> None:
+        """Drop `holder`'s claim on `key` once the store answers, whose work never ran (or
+        raised): tried again with backoff until the lease would have freed it anyway."""
+        give_up = time.monotonic() + self._lease
+        delay = _RETRY_FIRST
+        while True:
+            try:
+                await self.store.release(key, holder=holder)
+                return
+            except StoreUnavailable as exc:
+                if time.monotonic() + delay > give_up:
+                    self._log.warning("could not release %s (its lease will): %s", key,
+                                      exc.reason)
+                    return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RETRY_MAX)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -373,15 +389,4 @@ class Ledger:
             await asyncio.sleep(self._lease / 3)
 
     def _replay(self, outcome: bytes, digest: bytes, kind: type[R]) -> R | InputRequiredResult:
-        if not compare_digest(outcome[:_DIGEST], digest):
-            self._log.warning("a redeemed round was presented again with other answers")
-            raise InvalidRequestState("round already redeemed with other answers")
-        tag, body = outcome[_DIGEST:_DIGEST + 1], outcome[_DIGEST + 1:]
-        if tag == _DROPPED:
-            size, limit = msgspec.json.decode(body)
-            raise outcome_too_large("The outcome of this round", size, limit, kept=False)
-        if tag == _INPUT:
-            return msgspec.json.decode(body, type=InputRequiredResult)
-        if tag == _TASK:
-            return msgspec.json.decode(body, type=CreateTaskResult)  # type: ignore[return-value]
-        return msgspec.json.decode(body, type=kind, dec_hook=resolve_contents)
+        return replayed(outcome, digest, kind, self._log)

@@ -36,9 +36,9 @@ class TimedStore:
             instruments.store.record(time.perf_counter() - started,
                                      {"mrtr.store.operation": operation})
 
-    async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
-        claim = await self._timed("claim", lambda: self.store.claim(key, lease=lease,
-                                                                       expires=expires))
+    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "") -> Claim:
+        claim = await self._timed("claim", lambda: self.store.claim(
+            key, lease=lease, expires=expires, holder=holder))
         if claim.status is ClaimStatus.DONE and key.startswith("round:"):
             note_store_hit()
         return claim
@@ -53,8 +53,8 @@ class TimedStore:
     async def renew(self, key: str, *, lease: float) -> bool:
         return await self._timed("renew", lambda: self.store.renew(key, lease=lease))
 
-    async def release(self, key: str) -> None:
-        await self._timed("release", lambda: self.store.release(key))
+    async def release(self, key: str, *, holder: str | None = None) -> None:
+        await self._timed("release", lambda: self.store.release(key, holder=holder))
 
     async def get(self, key: str) -> Claim | None:
         return await self._timed("get", lambda: self.store.get(key))

@@ -37,10 +37,11 @@ def _kept(value: bytes) -> bytes:
 
 
 class _Entry:
-    __slots__ = ("count", "expires", "lease_until", "members", "outcome", "size")
+    __slots__ = ("count", "expires", "holder", "lease_until", "members", "outcome", "size")
 
-    def __init__(self, expires: float, lease_until: float = 0.0) -> None:
+    def __init__(self, expires: float, lease_until: float = 0.0, holder: str = "") -> None:
         self.expires = expires
+        self.holder = holder
         self.lease_until = lease_until
         self.outcome: bytes | None = None
         self.count = 0
@@ -177,12 +178,15 @@ class MemoryStore:
                 f"memory store full ({self._bytes} bytes held, {grow} more would pass "
                 f"{'7/8 of ' if new_work else ''}max_bytes={self.max_bytes})")
 
-    async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
+    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "") -> Claim:
         now = self._clock()
         entry = self._live(key, now)
         if entry is not None:
-            return Claim(ClaimStatus.DONE, entry.outcome) if entry.outcome is not None else RUNNING
-        self._put(key, _Entry(expires, now + lease), now, new_work=True)
+            if entry.outcome is not None:
+                return Claim(ClaimStatus.DONE, entry.outcome)
+            if not (holder and entry.holder == holder and entry.count == 0):
+                return RUNNING
+        self._put(key, _Entry(expires, now + lease, holder), now, new_work=True)
         return NEW
 
     async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
@@ -209,9 +213,10 @@ class MemoryStore:
         entry.lease_until = now + lease
         return True
 
-    async def release(self, key: str) -> None:
+    async def release(self, key: str, *, holder: str | None = None) -> None:
         entry = self._entries.get(key)
-        if entry is not None and entry.outcome is None:
+        if entry is not None and entry.outcome is None and (holder is None
+                                                            or entry.holder == holder):
             self._drop(key)
 
     async def get(self, key: str) -> Claim | None:

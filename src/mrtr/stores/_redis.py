@@ -1,6 +1,7 @@
 """RedisStore: replicas on several machines share one Redis (redis-py asyncio, `mrtr[redis]`)."""
 
-# Design: one key per entry under `prefix`. A value is b"r" (claimed) or b"d" + outcome (done).
+# Design: one key per entry under `prefix`. A value is b"r" + holder (claimed) or b"d" + outcome
+# (done).
 # claim is one Lua script (GET, else SET PX lease), so it is atomic and takes one round trip;
 # complete is SET PX until the deadline, so Redis's own expiry is the cleanup. Counters are
 # plain INCRBY + PEXPIRE in a MULTI. A key's slots are a sorted set scored by each member's
@@ -34,8 +35,8 @@ _YES = ("1", "true", "yes", "on")
 _NO = ("0", "false", "no", "off")
 _CLAIM = """
 local v = redis.call('GET', KEYS[1])
-if v then return v end
-redis.call('SET', KEYS[1], 'r', 'PX', ARGV[1])
+if v and not (ARGV[2] ~= '' and v == 'r' .. ARGV[2]) then return v end
+redis.call('SET', KEYS[1], 'r' .. ARGV[2], 'PX', ARGV[1])
 return false
 """
 _PUT_NEW = """
@@ -107,11 +108,16 @@ end
 return total
 """
 _RENEW = """
-if redis.call('GET', KEYS[1]) == 'r' then return redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 1) == 'r' then return redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return 0
 """
+# ARGV: '1' to drop any claim, else '0' and the holder whose claim alone is dropped.
 _RELEASE = """
-if redis.call('GET', KEYS[1]) == 'r' then return redis.call('DEL', KEYS[1]) end
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 1) == 'r' and (ARGV[1] == '1' or v == 'r' .. ARGV[2]) then
+  return redis.call('DEL', KEYS[1])
+end
 return 0
 """
 # A token applied once per counter: SET NX is the idempotency record, in the same script as the
@@ -243,9 +249,10 @@ class RedisStore:
     def _ms(self, expires: float) -> int:
         return max(1, int((expires - self._clock()) * 1000))
 
-    async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
+    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "") -> Claim:
         ms = min(max(1, int(lease * 1000)), self._ms(expires))
-        found = await self._call("claim", self._claim(keys=[self._prefix + key], args=[ms]))
+        found = await self._call("claim", self._claim(keys=[self._prefix + key],
+                                                      args=[ms, holder]))
         return NEW if found is None else _decode(found)
 
     async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
@@ -262,8 +269,9 @@ class RedisStore:
         ms = max(1, int(lease * 1000))
         return bool(await self._call("renew", self._renew(keys=[self._prefix + key], args=[ms])))
 
-    async def release(self, key: str) -> None:
-        await self._call("release", self._release(keys=[self._prefix + key]))
+    async def release(self, key: str, *, holder: str | None = None) -> None:
+        args = ["1", ""] if holder is None else ["0", holder]
+        await self._call("release", self._release(keys=[self._prefix + key], args=args))
 
     async def get(self, key: str) -> Claim | None:
         found = await self._call("get", self._redis.get(self._prefix + key))

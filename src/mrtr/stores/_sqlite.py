@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
 from collections.abc import Callable
@@ -35,18 +36,20 @@ _SWEEP = 500
 _CHECKPOINT = 256  # inline commits between two checkpoints on the thread
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS mrtr_entries (key TEXT PRIMARY KEY, outcome BLOB,"
-    " lease_until REAL NOT NULL, expires REAL NOT NULL, count INTEGER) WITHOUT ROWID",
+    " lease_until REAL NOT NULL, expires REAL NOT NULL, count INTEGER, holder TEXT)"
+    " WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS mrtr_entries_expires ON mrtr_entries (expires)",
 )
 _SELECT = "SELECT outcome, lease_until, expires, count FROM mrtr_entries WHERE key = ?"
 # Claim in one statement: insert, or take over an entry that is absent in the Store's sense
-# (expired, a counter, a lapsed claim). No row changed: the entry is live, and only then is it
-# read (a replay or a duplicate, not the common path).
-_CLAIM = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
-          " VALUES (:key, NULL, :lease, :expires, NULL) ON CONFLICT (key) DO UPDATE SET"
-          " outcome = NULL, lease_until = :lease, expires = :expires, count = NULL"
-          " WHERE NOT (expires > :now AND count IS NULL"
-          " AND (outcome IS NOT NULL OR lease_until > :now))")
+# (expired, a counter, a lapsed claim), or one this holder holds. No row changed: the entry
+# is live, and only then is it read (a replay or a duplicate, not the common path).
+_CLAIM = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count, holder)"
+          " VALUES (:key, NULL, :lease, :expires, NULL, :holder) ON CONFLICT (key) DO UPDATE"
+          " SET outcome = NULL, lease_until = :lease, expires = :expires, count = NULL,"
+          " holder = :holder WHERE NOT (expires > :now AND count IS NULL"
+          " AND (outcome IS NOT NULL OR lease_until > :now))"
+          " OR (:holder <> '' AND holder = :holder AND outcome IS NULL AND count IS NULL)")
 # An applied token: a DONE-like row (empty outcome); an expired one is taken over.
 _MARK = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
          " VALUES (:key, X'', :lease, :expires, NULL) ON CONFLICT (key) DO UPDATE SET"
@@ -57,6 +60,7 @@ _UPSERT = ("INSERT OR REPLACE INTO mrtr_entries (key, outcome, lease_until, expi
 _RENEW = ("UPDATE mrtr_entries SET lease_until = ? WHERE key = ? AND outcome IS NULL"
           " AND count IS NULL AND lease_until > ? AND expires > ?")
 _RELEASE = "DELETE FROM mrtr_entries WHERE key = ? AND outcome IS NULL AND count IS NULL"
+_ABANDON = _RELEASE + " AND holder = ?"
 _INSERT_NEW = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
                " VALUES (:key, :outcome, 0.0, :expires, NULL) ON CONFLICT (key) DO UPDATE SET"
                " outcome = :outcome, lease_until = 0.0, expires = :expires, count = NULL"
@@ -186,6 +190,7 @@ class SQLiteStore:
             db = self._open(self._timeout)
             for statement in _SCHEMA:
                 db.execute(statement)
+            _add_holder(db)
             inline = self._open(0.0)
             inline.execute("PRAGMA wal_autocheckpoint=0")  # the thread checkpoints
             self._db, self._inline = db, inline
@@ -216,9 +221,10 @@ class SQLiteStore:
                 time.sleep(0.005)
 
     # -- the Store protocol --------------------------------------------------------------------
-    async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
+    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "") -> Claim:
         def step(db: sqlite3.Connection, now: float) -> Claim:
-            values = {"key": key, "lease": now + lease, "expires": expires, "now": now}
+            values = {"key": key, "lease": now + lease, "expires": expires, "now": now,
+                      "holder": holder}
             if db.execute(_CLAIM, values).rowcount > 0:
                 return NEW
             # Live when the upsert ran; a lapse since then reads as absent: report RUNNING so
@@ -250,8 +256,9 @@ class SQLiteStore:
 
         return bool(await self._call(step))
 
-    async def release(self, key: str) -> None:
-        await self._call(lambda db, now: db.execute(_RELEASE, (key,)))
+    async def release(self, key: str, *, holder: str | None = None) -> None:
+        sql, args = (_RELEASE, (key,)) if holder is None else (_ABANDON, (key, holder))
+        await self._call(lambda db, now: db.execute(sql, args))
 
     async def get(self, key: str) -> Claim | None:
         def step(db: sqlite3.Connection, now: float) -> Claim | None:
@@ -361,6 +368,13 @@ class SQLiteStore:
 def _settle(jobs: list[_Job], outcomes: list[_Outcome]) -> None:
     settle([(future, value, error)
             for (_, future), (value, error) in zip(jobs, outcomes, strict=True)])
+
+
+def _add_holder(db: sqlite3.Connection) -> None:
+    """A file made before claims named their holder gets the column (maybe by two at once)."""
+    if all(row[1] != "holder" for row in db.execute("PRAGMA table_info(mrtr_entries)")):
+        with contextlib.suppress(sqlite3.OperationalError):  # another process added it
+            db.execute("ALTER TABLE mrtr_entries ADD COLUMN holder TEXT")
 
 
 def _checkpoint(db: sqlite3.Connection) -> None:

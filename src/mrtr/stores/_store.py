@@ -4,6 +4,10 @@
 # `claim` is the only atomic step: a key is absent (the caller now holds it for `lease`
 # seconds: NEW), held under a live lease (RUNNING), or finished (DONE, with its outcome bytes).
 # A lapsed lease counts as absent, so a process that died holding a claim frees it by itself.
+# A claim names its `holder` (unique per attempt): when the answer to a claim is lost (the
+# store timed out, the request was cancelled) the claim may still have landed, held by nobody;
+# `release(key, holder=)` then drops that claim and no other, so the attempt that never ran
+# frees it without ever touching a claim another attempt holds (and whose work may run).
 # `put_if_absent` is claim and complete in one step: the first outcome stored under a key wins
 # (a compare-and-set from absent). Slots are bounded sets: `admit` totals the weights of a key's
 # live members and adds one only if it fits under the limit, in one atomic step; each member
@@ -55,10 +59,12 @@ RUNNING = Claim(ClaimStatus.RUNNING)
 class Store(Protocol):
     """Shared state for exactly-once rounds and `ctx.once`; any call may raise StoreUnavailable."""
 
-    async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
+    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "") -> Claim:
         """Atomically claim `key` for `lease` seconds unless it is held or done.
 
-        `expires` (epoch seconds) bounds the entry's life, whatever happens next.
+        `expires` (epoch seconds) bounds the entry's life, whatever happens next. `holder`
+        names the claim: a claim by the same (non-empty) holder while it holds is NEW again,
+        with a new lease (a retried command whose first answer was lost).
         """
         ...
 
@@ -78,8 +84,12 @@ class Store(Protocol):
         """Extend a RUNNING claim to `lease` seconds from now; False when it is not running."""
         ...
 
-    async def release(self, key: str) -> None:
-        """Drop a RUNNING claim (the work failed and may run again); a DONE entry stays."""
+    async def release(self, key: str, *, holder: str | None = None) -> None:
+        """Drop a RUNNING claim (the work failed and may run again); a DONE entry stays.
+
+        With `holder`, only a claim taken by that holder (an attempt whose answer was lost, so
+        its work never ran): a claim held by any other holder stays.
+        """
         ...
 
     async def get(self, key: str) -> Claim | None:
