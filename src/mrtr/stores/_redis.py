@@ -364,19 +364,25 @@ def _decode(value: bytes) -> Claim:
 
 
 async def ready(store: Store | None) -> None:
-    """Check at start-up what a store checks before its first command (a Redis's persistence).
+    """Check at start-up what a store checks before its first command (a Redis's persistence,
+    a PostgreSQL's fsync).
 
     Raises ValueError (the reason names the setting) for a store that refuses to serve. One
     that does not answer yet is only warned about: it is checked again on first use.
     """
-    if isinstance(store, RedisStore):
-        try:
-            described = await store.check()
-        except StoreUnavailable as exc:
-            log.warning("cannot check the redis store now (%s): it is checked again before its "
-                        "first command", exc.reason)
-            return
-        log.info("redis store: %s", described)
-        if store.allow_volatile:
-            log.warning("redis store accepted without durable persistence (allow_volatile=1): "
-                        "a Redis restart forgets which rounds ran, and they run again")
+    from mrtr.stores._postgres import PostgresStore  # here: _postgres imports this module
+
+    if not isinstance(store, RedisStore | PostgresStore):
+        return
+    kind = "redis" if isinstance(store, RedisStore) else "postgresql"
+    try:
+        described = await store.check()
+    except StoreUnavailable as exc:
+        log.warning("cannot check the %s store now (%s): it is checked again before its "
+                    "first command", kind, exc.reason)
+        return
+    log.info("%s store: %s", kind, described)
+    if store.allow_volatile:
+        log.warning("%s store accepted without durable commits (allow_volatile=1): a restart "
+                    "of the %s server can forget which rounds ran, and they run again", kind,
+                    "Redis" if kind == "redis" else "PostgreSQL")
