@@ -87,6 +87,7 @@ class PostgresStore:
         self._channels = Channels()  # wait() calls, woken by "c:" notifications
         self._background: set[asyncio.Task[None]] = set()
         self.durability = ""  # what check() found, e.g. "fsync on, synchronous_commit on"
+        self.found_version = -1  # the schema version found at connect (0: none, created then)
 
     # -- connections -----------------------------------------------------------------------------
     def _settings(self) -> dict[str, str]:
@@ -104,7 +105,7 @@ class PostgresStore:
                 try:
                     async with pool.acquire() as db:
                         self.durability = await _durability(db, self.allow_volatile)
-                        await migrate(db, self.schema)
+                        self.found_version = await migrate(db, self.schema)
                 except BaseException:
                     await pool.close()
                     raise
