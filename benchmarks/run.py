@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from benchmarks.postgres import POSTGRES, Postgres
 from benchmarks.report import BASE, FLOOR, MRTR, SDKS, met, render
 from benchmarks.report import WORKLOADS as REPORTED_WORKLOADS
 
@@ -137,14 +138,15 @@ def _check(argv: list[str], what: str, timeout: float) -> None:
 def targets_spec(
     shared_targets: dict[str, Any], mrtr: Path, base: Path | None = None,
     redis_url: str = "redis://127.0.0.1:6379/0", state: Path | None = None,
+    postgres_url: str = "postgresql://postgres@127.0.0.1:5432/postgres",
 ) -> dict[str, Any]:
     """The targets file: the SDK and floor entries as they are, plus mrtr served by `mrtr`.
 
     With `base` (an exported older checkout), also `mrtr-base`: the same command serving that
     checkout's code, so before and after are measured side by side in one run. `mrtr-redis`
-    serves with the store at `redis_url`. With `state`, each mrtr target keeps its key file
-    (and the default store beside it) in `state/<target>`: fresh for every run and target,
-    never the user's own.
+    serves with the store at `redis_url`, `mrtr-postgres` with the one at `postgres_url`. With
+    `state`, each mrtr target keeps its key file (and the default store beside it) in
+    `state/<target>`: fresh for every run and target, never the user's own.
     """
     spec: dict[str, Any] = {"_doc": "written by benchmarks/run.py from the shared targets.json"}
     spec.update({name: shared_targets[name] for name in COPIED if name in shared_targets})
@@ -158,7 +160,7 @@ def targets_spec(
     }
     # The default `mrtr` records rounds in a private SQLite store (exactly-once); these opt-in
     # targets (--only) measure the same server without a store and with the in-memory one.
-    for name, store in {**STORES, REDIS: redis_url}.items():
+    for name, store in {**STORES, REDIS: redis_url, POSTGRES: postgres_url}.items():
         spec[name] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, --store {store}",
                       "cmd": f"{spec['mrtr']['cmd']} --store {store}"}
     spec[OTEL[0]] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, opentelemetry hidden",
@@ -318,6 +320,7 @@ class Setup(NamedTuple):
     out: Path
     names: list[str]  # targets to run
     redis_port: int  # where mrtr-redis finds its store (started only when it runs)
+    postgres_port: int  # the same for mrtr-postgres
 
 
 def prepare(a: argparse.Namespace) -> Setup:
@@ -329,9 +332,10 @@ def prepare(a: argparse.Namespace) -> Setup:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = (a.out or REPO / "benchmarks" / "results" / stamp).resolve()
     base = export_baseline(a.baseline, out) if a.baseline else None
-    redis_port = free_port()
+    redis_port, postgres_port = free_port(), free_port()
     spec = targets_spec(json.loads((shared / "targets.json").read_text()), mrtr, base,
-                        redis_url=f"redis://127.0.0.1:{redis_port}/0", state=out / "state")
+                        redis_url=f"redis://127.0.0.1:{redis_port}/0", state=out / "state",
+                        postgres_url=f"postgresql://postgres@127.0.0.1:{postgres_port}/postgres")
     names = [n for n in a.only.split(",") if n]
     unknown = [n for n in names if n not in spec or n.startswith("_")]
     if unknown or not names:
@@ -341,7 +345,7 @@ def prepare(a: argparse.Namespace) -> Setup:
     python = ensure_venv(a.bench_venv.resolve(), shared / "requirements.txt")
     out.mkdir(parents=True, exist_ok=True)
     (out / "targets.json").write_text(json.dumps(spec, indent=1) + "\n")
-    return Setup(python, shared, out, names, redis_port)
+    return Setup(python, shared, out, names, redis_port, postgres_port)
 
 
 def suite_argv(setup: Setup, work: Path, a: argparse.Namespace) -> list[str]:
@@ -372,6 +376,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return exc.status
     try:
+        postgres = Postgres(setup.postgres_port, out / "postgres.log", a.server_core) \
+            if POSTGRES in setup.names else None
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
+        if redis is not None:
+            stop_redis(redis)
+        return 1
+    try:
         with tempfile.TemporaryDirectory(prefix="mrtr-bench-") as tmp:
             work = make_workdir(setup.shared, Path(tmp))
             status = run_suite(suite_argv(setup, work, a), out,
@@ -379,6 +391,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if redis is not None:
             stop_redis(redis)
+        if postgres is not None:
+            postgres.stop()
     results_file = out / "results.json"
     if not results_file.is_file():
         print(f"benchmarks: the suite wrote no {results_file} (exit {status})", file=sys.stderr)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.postgres import Postgres, postgres_bin
 from benchmarks.run import (
     REPO,
     Abort,
@@ -47,10 +48,12 @@ def test_targets_file_copies_sdk_and_floor_and_adds_mrtr() -> None:
     spec = targets_spec(shared, Path("/x/.venv/bin/mrtr"))
     assert [k for k in spec if not k.startswith("_")] == [
         "sdk", "sdk-json", "sdk-manual", "floor-uvicorn", "mrtr", "mrtr-nostore", "mrtr-memory",
-        "mrtr-redis", "mrtr-nootel", "mrtr-otel-sdk", "mrtr-auth"]
+        "mrtr-redis", "mrtr-postgres", "mrtr-nootel", "mrtr-otel-sdk", "mrtr-auth"]
     assert "serve benchmarks.auth:create_app " in spec["mrtr-auth"]["cmd"]
     assert spec["mrtr-nostore"]["cmd"] == spec["mrtr"]["cmd"] + " --store none"
     assert spec["mrtr-redis"]["cmd"].endswith(" --store redis://127.0.0.1:6379/0")
+    assert spec["mrtr-postgres"]["cmd"].endswith(
+        " --store postgresql://postgres@127.0.0.1:5432/postgres")
     assert spec["sdk"] == {"cmd": "sdk"}
     mrtr = spec["mrtr"]
     assert mrtr["cmd"].startswith("/x/.venv/bin/mrtr serve benchmarks.server:app ")
@@ -124,3 +127,20 @@ def test_13_the_redis_target_gets_a_redis_server_stopped_by_its_pid(tmp_path: Pa
     assert proc.returncode is not None
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+@pytest.mark.skipif(postgres_bin() is None, reason="PostgreSQL is not installed")
+def test_28_the_postgres_target_gets_a_server_of_its_own_stopped_by_its_pid(
+        tmp_path: Path) -> None:
+    from benchmarks.run import free_port
+
+    port = free_port()
+    server = Postgres(port, tmp_path / "postgres.log")
+    folder = server.folder
+    try:
+        assert server.process.poll() is None
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            pass
+    finally:
+        server.stop()
+    assert server.process.poll() is not None and not folder.exists()

@@ -7,7 +7,8 @@ the environment the test gives it:
   payment provider, outside the server and its store: `attempts` gets a row each time the
   charge's fn reaches the provider, `charges` one per idempotency key (the provider dedupes,
   as a real one does). `marks/` holds one file per point reached (see `pause`).
-- FAULTS_STORE: the store URL (sqlite:///path or redis://...), opened with short timeouts.
+- FAULTS_STORE: the store URL (sqlite:///path, redis://... or postgresql://...), opened with
+  short timeouts.
 - FAULTS_LEASE: the claim lease in seconds (short, so a SIGKILLed holder's claim lapses soon).
 - MRTR_STATE_KEYS: the key ring every replica seals with.
 
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from mrtr import Context, Server
 from mrtr.server import Dispatcher, Sealer, parse_keys
-from mrtr.stores import Claim, RedisStore, SQLiteStore, Store
+from mrtr.stores import Claim, PostgresStore, RedisStore, SQLiteStore, Store
 
 POINTS = ("before-claim", "after-claim", "inside-fn", "after-fn", "after-record")
 _pause_at: contextvars.ContextVar[tuple[str, str, float]] = contextvars.ContextVar("pause_at")
@@ -120,6 +121,8 @@ class PausingStore:
 def _store(url: str) -> Store:
     if url.startswith("sqlite://"):
         return SQLiteStore(url[len("sqlite://"):], timeout=1.0)  # an outage shows within 1 s
+    if url.startswith("postgresql://"):
+        return PostgresStore(url, timeout=1.0)
     return RedisStore(url, timeout=0.5)
 
 
