@@ -29,7 +29,7 @@ from tests.faults.harness import (
     marks_reached,
     summary,
 )
-from tests.stores.conftest import REDIS_SERVER
+from tests.stores.conftest import POSTGRES_BIN, REDIS_SERVER, Postgres
 
 pytestmark = pytest.mark.slow
 
@@ -159,9 +159,34 @@ def test_25_sigterm_after_a_disconnect_records_what_still_runs_before_exiting(
 def test_25_sigkill_of_the_serving_process_at_every_point(
     sqlite_replicas: Replicas, report: list[str],
 ) -> None:
+    sigkill_at_every_point(sqlite_replicas, report, "3 replicas, SQLite")
+
+
+@pytest.fixture(scope="module")
+def postgres_replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
+    """Three `mrtr serve` replicas sharing one PostgreSQL of their own (and one key ring)."""
+    if POSTGRES_BIN is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql; .ci/run does)")
+    folder = tmp_path_factory.mktemp("faults-postgres")
+    server = Postgres()
+    try:
+        replicas = Replicas(folder, fault_env(folder, server.url), 3)
+        yield replicas
+        replicas.stop()
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_28_sigkill_of_the_serving_process_at_every_point_on_postgresql(
+    postgres_replicas: Replicas, report: list[str],
+) -> None:
+    sigkill_at_every_point(postgres_replicas, report, "3 replicas, PostgreSQL")
+
+
+def sigkill_at_every_point(replicas: Replicas, report: list[str], setup: str) -> None:
     # Every flow stops on replica 0, which is SIGKILLed; the retries go to replicas 1 and 2,
     # and wait for the dead holder's claims to lapse (the lease, 6 s here).
-    replicas = sqlite_replicas
     flows = flows_for("sigkill")
 
     async def main() -> list[Flow]:
@@ -177,7 +202,7 @@ def test_25_sigkill_of_the_serving_process_at_every_point(
         asyncio.run(asyncio.wait_for(main(), 120))
     finally:
         books(replicas.folder, flows)
-    report.append(summary("SIGKILL of the serving process", "3 replicas, SQLite", flows))
+    report.append(summary("SIGKILL of the serving process", setup, flows))
     try:
         check(flows, reruns=("inside-fn", "after-fn"))
         assert [f.answers[0] for f in flows] == ["cut"] * 5

@@ -10,8 +10,11 @@
 # after its commit is flushed to the WAL on disk; `allow_volatile=1` (or the keyword) is the
 # operator's explicit opt-in to the server's own settings. The answer channel wakes waiters
 # by LISTEN/NOTIFY on one listening connection (the notification names an md5 of the key and is
-# sent on the delivering commit); without it, collect polls. Expired rows are deleted by a
-# bounded sweep (_SWEEP rows per table at most every `sweep_every` seconds, in the background).
+# sent on the delivering commit); without it, collect polls. `notify` is a NOTIFY on the same
+# channel ("c:" + its name) that the listener turns into wake-ups of this process's `wait`s.
+# Tracked leases are rows of mrtr_leases, kept in the same statement as the claim, renewal or
+# release they follow; `lapsed` reads one index's due rows by (name, until). Expired rows are
+# deleted by a bounded sweep (_SWEEP rows per table at most every `sweep_every` s, backgrounded).
 # Every call is bounded by `timeout`; any failure is StoreUnavailable.
 from __future__ import annotations
 
