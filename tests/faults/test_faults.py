@@ -258,3 +258,46 @@ def test_25_redis_killed_while_flows_run(tmp_path: Path, report: list[str]) -> N
         if replicas is not None:
             replicas.stop()
         redis.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(POSTGRES_BIN is None, reason="PostgreSQL is not installed")
+@pytest.mark.flaky(reruns=1)  # as the Redis one: a claim landing at the crash may outlive it
+def test_28_postgresql_crashed_while_flows_run(tmp_path: Path, report: list[str]) -> None:
+    # PostgreSQL stopped immediately (SIGQUIT: no checkpoint, every connection cut) for 3 s,
+    # then started again on its data directory (crash recovery replays the WAL).
+    server = Postgres()
+    replicas: Replicas | None = None
+    flows = flows_for("postgres-crashed")
+    try:
+        replicas = Replicas(tmp_path, fault_env(tmp_path, server.url), 2)
+        two = replicas
+
+        async def main() -> list[Flow]:
+            running = [asyncio.ensure_future(drive(flow, hold=2.0,
+                                                   urls=lambda n: two.url(n % 2)))
+                       for flow in flows]
+            await marks_reached(tmp_path, flows)
+            server.crash()
+            await asyncio.sleep(3.0)
+            await asyncio.to_thread(server.restart)
+            return await asyncio.gather(*running)
+
+        try:
+            asyncio.run(asyncio.wait_for(main(), 120))
+        finally:
+            books(tmp_path, flows)
+        report.append(summary("store outage: PostgreSQL crashed 3 s", "2 replicas, PostgreSQL",
+                              flows))
+        check(flows)
+        pending = {f.point: "503 outcome_pending" in f.answers for f in flows}
+        assert pending == {"before-claim": False, "after-claim": True, "inside-fn": True,
+                           "after-fn": True, "after-record": True}, [f.answers for f in flows]
+    except AssertionError:
+        if replicas is not None:
+            print(replicas.logs())
+        raise
+    finally:
+        if replicas is not None:
+            replicas.stop()
+        server.stop()

@@ -95,11 +95,16 @@ class Postgres:
         subprocess.run([*self._as, str(POSTGRES_BIN / "initdb"), "-D", str(data), "-U",
                         "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
                        check=True, capture_output=True)
+        self._options = options
+        self._start()
+
+    def _start(self) -> None:
+        assert POSTGRES_BIN is not None
         with (self.folder / "postgres.log").open("ab") as log:
             self.process = subprocess.Popen(
-                [*self._as, str(POSTGRES_BIN / "postgres"), "-D", str(data), "-p",
-                 str(self.port), "-k", str(self.folder), "-c", "listen_addresses=127.0.0.1",
-                 "-c", "max_connections=200", *options],
+                [*self._as, str(POSTGRES_BIN / "postgres"), "-D", str(self.folder / "data"),
+                 "-p", str(self.port), "-k", str(self.folder), "-c",
+                 "listen_addresses=127.0.0.1", "-c", "max_connections=200", *self._options],
                 stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -113,11 +118,22 @@ class Postgres:
         self.stop()
         raise RuntimeError(f"postgres did not start: {log_text}")
 
+    def crash(self) -> None:
+        """Immediate shutdown (SIGQUIT): no checkpoint, crash recovery on the next start, and
+        every connection cut, as when the server's machine fails."""
+        os.kill(self._pid(), signal.SIGQUIT)
+        self.process.wait(timeout=20)
+
+    def restart(self) -> None:
+        self._start()
+
+    def _pid(self) -> int:
+        return int((self.folder / "data" / "postmaster.pid").read_text().split()[0])
+
     def stop(self) -> None:
         """Fast shutdown (SIGINT) of the postmaster by the PID in postmaster.pid."""
-        pid_file = self.folder / "data" / "postmaster.pid"
         try:
-            os.kill(int(pid_file.read_text().split()[0]), signal.SIGINT)
+            os.kill(self._pid(), signal.SIGINT)
         except (OSError, ValueError, IndexError):
             self.process.terminate()
         try:
