@@ -184,3 +184,15 @@ def test_store_init_creates_the_schema_once_and_says_so(
     assert main(["store", "init", "memory:"]) == 0
     assert f"version {VERSION} (created); fsync on" in first
     assert f"version {VERSION} (already current)" in again
+
+
+def test_mrtr_serve_refuses_a_server_without_fsync_before_any_worker_starts(
+        volatile_url: str) -> None:
+    from mrtr.serving._stores import run_store
+
+    with pytest.raises(ValueError, match=r"store postgresql://\*\*\*@127.0.0.1:\d+/postgres"
+                                         r"\?schema=s: postgresql runs with fsync=off"):
+        with run_store(f"{volatile_url}?schema=s", workers=3):
+            pass
+    with run_store(f"{volatile_url}?schema=s&allow_volatile=1", workers=3) as url:
+        assert url.endswith("allow_volatile=1")
