@@ -382,7 +382,9 @@ async def ready(store: Store | None) -> None:
                     "first command", kind, exc.reason)
         return
     log.info("%s store: %s", kind, described)
-    if store.allow_volatile:
-        log.warning("%s store accepted without durable commits (allow_volatile=1): a restart "
-                    "of the %s server can forget which rounds ran, and they run again", kind,
-                    "Redis" if kind == "redis" else "PostgreSQL")
+    if store.allow_volatile and kind == "redis":
+        log.warning("redis store accepted without durable persistence (allow_volatile=1): "
+                    "a Redis restart forgets which rounds ran, and they run again")
+    elif store.allow_volatile:
+        log.warning("postgresql store accepted without durable commits (allow_volatile=1): "
+                    "a crash of its machine can forget which rounds ran, and they run again")
