@@ -10,11 +10,14 @@
 # for the exact question it was given to. An Ask is not its answer, so it has no truth value
 # (`if ctx.confirm(...)` without `await` raises instead of taking the yes branch unasked), and
 # the Asker remembers every Ask of one handler run so the round can report those never awaited.
+# A settler that can wait for the answers in place (a task whose runner is alive, #28) returns
+# a Deferred instead of raising Suspend: the awaiting handler then suspends right there, as on
+# any await, and goes on with the values (or Suspend, if it stops waiting).
 from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -42,6 +45,7 @@ __all__ = [
     "Asker",
     "AskSpec",
     "Declined",
+    "Deferred",
     "Elicited",
     "Gathered",
     "Reask",
@@ -83,7 +87,9 @@ class TaskHooks(Protocol):
 
     async def begin(self) -> None: ...
 
-    async def status(self, message: str) -> None: ...
+    async def status(self, message: str, progress: float | None = None) -> None:
+        """Show `message` as the task's status; `progress` (when given) never goes back."""
+        ...
 
 
 class Declined(MrtrError):  # noqa: N818 - reads as an outcome
@@ -120,14 +126,25 @@ class AskSpec(msgspec.Struct, frozen=True):  # a Struct: built per ask, so cheap
     capability: dict[str, object]
 
 
+class Deferred:
+    """What a settler returns when it waits for the answers in place: `wait()` gives the
+    values (or raises Suspend when it stops waiting)."""
+
+    __slots__ = ("wait",)
+
+    def __init__(self, wait: Callable[[], Awaitable[list[Any]]]) -> None:
+        self.wait = wait
+
+
 class Settler(Protocol):
     """What an Ask settles through: the round running the handler (`caught_up`: False while
     the handler replays what ran before the last round suspended)."""
 
     caught_up: bool
 
-    def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any]:
-        """The asks' values; raises Suspend when any of them must be asked first."""
+    def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any] | Deferred:
+        """The asks' values; raises Suspend when any of them must be asked first (or returns
+        a Deferred that waits for them)."""
         ...
 
 
@@ -187,11 +204,12 @@ class Ask(Generic[T_co]):
             return msgspec.structs.replace(request, params=params)
         return request
 
-    def __await__(self) -> Generator[object, None, T_co]:
+    def __await__(self) -> Generator[Any, None, T_co]:
         self.awaited = True
         values = self._settler.settle((self,))
-        return values[0]  # type: ignore[no-any-return]
-        yield  # pragma: no cover - makes this a generator without suspending
+        if type(values) is Deferred:  # a live task: wait here for the answer
+            values = yield from _waited(values)
+        return values[0]  # type: ignore[index,no-any-return]
 
     def __repr__(self) -> str:
         return f"<Ask {self.key!r}: {self.label}>"
@@ -221,15 +239,25 @@ class Gathered:
         self._settler = settler
         self.asks = tuple(asks)
 
-    def __await__(self) -> Generator[object, None, list[Any]]:
+    def __await__(self) -> Generator[Any, None, list[Any]]:
         for ask in self.asks:
             ask.awaited = True
-        return self._settler.settle(self.asks)
-        yield  # pragma: no cover - makes this a generator without suspending
+        values = self._settler.settle(self.asks)
+        if type(values) is Deferred:
+            values = yield from _waited(values)
+        return values  # type: ignore[return-value]
 
     if not TYPE_CHECKING:
         def __bool__(self) -> bool:
             raise TypeError(_NOT_AN_ANSWER.format("ctx.gather(...)"))
+
+
+def _waited(deferred: Deferred) -> Generator[Any, None, list[Any]]:
+    return (yield from _as_coroutine(deferred).__await__())
+
+
+async def _as_coroutine(deferred: Deferred) -> list[Any]:
+    return await deferred.wait()
 
 
 class Asker:

@@ -35,6 +35,7 @@ from mrtr.protocol import (
 )
 from mrtr.server._asks import (
     Ask,
+    Deferred,
     Reask,
     Suspend,
     capability_missing,
@@ -229,7 +230,7 @@ class Round:
         return value
 
     # -- the Settler protocol (called by Ask) ----------------------------------------------------
-    def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any]:
+    def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any] | Deferred:
         values = [self._resolve(ask) for ask in asks]
         if any(value is _UNANSWERED for value in values):
             raise Suspend()
