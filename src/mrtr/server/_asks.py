@@ -10,14 +10,11 @@
 # for the exact question it was given to. An Ask is not its answer, so it has no truth value
 # (`if ctx.confirm(...)` without `await` raises instead of taking the yes branch unasked), and
 # the Asker remembers every Ask of one handler run so the round can report those never awaited.
-# A settler that can wait for the answers in place (a task whose runner is alive, #28) returns
-# a Deferred instead of raising Suspend: the awaiting handler then suspends right there, as on
-# any await, and goes on with the values (or Suspend, if it stops waiting).
 from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -38,6 +35,7 @@ from mrtr.protocol import (
     Root,
     decode_input_response,
 )
+from mrtr.server._deferred import Deferred
 
 __all__ = [
     "NO_FALLBACK",
@@ -45,7 +43,6 @@ __all__ = [
     "Asker",
     "AskSpec",
     "Declined",
-    "Deferred",
     "Elicited",
     "Gathered",
     "Reask",
@@ -87,9 +84,7 @@ class TaskHooks(Protocol):
 
     async def begin(self) -> None: ...
 
-    async def status(self, message: str, progress: float | None = None) -> None:
-        """Show `message` as the task's status; `progress` (when given) never goes back."""
-        ...
+    async def status(self, message: str, progress: float | None = None) -> None: ...
 
 
 class Declined(MrtrError):  # noqa: N818 - reads as an outcome
@@ -126,16 +121,6 @@ class AskSpec(msgspec.Struct, frozen=True):  # a Struct: built per ask, so cheap
     capability: dict[str, object]
 
 
-class Deferred:
-    """What a settler returns when it waits for the answers in place: `wait()` gives the
-    values (or raises Suspend when it stops waiting)."""
-
-    __slots__ = ("wait",)
-
-    def __init__(self, wait: Callable[[], Awaitable[list[Any]]]) -> None:
-        self.wait = wait
-
-
 class Settler(Protocol):
     """What an Ask settles through: the round running the handler (`caught_up`: False while
     the handler replays what ran before the last round suspended)."""
@@ -143,8 +128,7 @@ class Settler(Protocol):
     caught_up: bool
 
     def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any] | Deferred:
-        """The asks' values; raises Suspend when any of them must be asked first (or returns
-        a Deferred that waits for them)."""
+        """The asks' values, a Deferred waiting for them (_deferred.py), or raises Suspend."""
         ...
 
 
@@ -208,7 +192,7 @@ class Ask(Generic[T_co]):
         self.awaited = True
         values = self._settler.settle((self,))
         if type(values) is Deferred:  # a live task: wait here for the answer
-            values = yield from _waited(values)
+            values = yield from values.wait().__await__()
         return values[0]  # type: ignore[index,no-any-return]
 
     def __repr__(self) -> str:
@@ -244,20 +228,12 @@ class Gathered:
             ask.awaited = True
         values = self._settler.settle(self.asks)
         if type(values) is Deferred:
-            values = yield from _waited(values)
+            values = yield from values.wait().__await__()
         return values  # type: ignore[return-value]
 
     if not TYPE_CHECKING:
         def __bool__(self) -> bool:
             raise TypeError(_NOT_AN_ANSWER.format("ctx.gather(...)"))
-
-
-def _waited(deferred: Deferred) -> Generator[Any, None, list[Any]]:
-    return (yield from _as_coroutine(deferred).__await__())
-
-
-async def _as_coroutine(deferred: Deferred) -> list[Any]:
-    return await deferred.wait()
 
 
 class Asker:

@@ -35,7 +35,6 @@ from mrtr.protocol import (
 )
 from mrtr.server._asks import (
     Ask,
-    Deferred,
     Reask,
     Suspend,
     capability_missing,
@@ -44,6 +43,7 @@ from mrtr.server._asks import (
     required_capability,
 )
 from mrtr.server._context import Context
+from mrtr.server._deferred import Deferred
 from mrtr.server._journal import Answer, FlowState, decode_flow, encode_flow
 from mrtr.server._ledger import Ledger
 from mrtr.server._peer import Notifier, Peer

@@ -2,7 +2,7 @@
 lives; the task's status and progress only move forward."""
 
 # Design: a TaskRound settles asks like any Round, but where a request's round would raise
-# Suspend it returns a Deferred (server/_asks.py): the handler's coroutine waits right at its
+# Suspend it returns a Deferred (server/_deferred.py): the handler's coroutine waits right at its
 # `await`, holding the run lease (the heartbeat keeps renewing it). LiveWait opens the asks in
 # the record (status input_required, wire keys unique over the task's life, as when it parks),
 # then waits for their answers: `tasks/update` on any replica stores them and rings the task's
@@ -24,7 +24,8 @@ import msgspec
 
 from mrtr.errors import LimitExceeded
 from mrtr.protocol import UNSET, InputRequest, InputRequiredResult
-from mrtr.server._asks import Ask, Deferred, Suspend
+from mrtr.server._asks import Ask, Suspend
+from mrtr.server._deferred import Deferred
 from mrtr.server._journal import FlowState
 from mrtr.server._rounds import Round, RoundEngine
 from mrtr.server._sealing import Binding
