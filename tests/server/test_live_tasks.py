@@ -8,13 +8,17 @@ and repeated in the assertion messages.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sqlite3
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import msgspec
+import pytest
 
 from mrtr import Context, Form, Server
 from mrtr.http import McpApp
@@ -278,3 +282,57 @@ def test_an_idle_running_task_costs_one_store_operation_per_renewal(tmp_path: Pa
         assert set(calls) <= {"renew"}, summary
         assert len(calls) <= window / (lease / 3) + 0.5, summary
         assert per_ten <= 1.0, summary
+
+
+# -- acceptance 1, second half: the owner SIGKILLed after the ask, another replica replays ------
+@pytest.mark.slow
+def test_a_task_whose_replica_was_killed_after_the_ask_is_finished_by_replay(
+        tmp_path: Path) -> None:
+    from mrtr.server import generate_key
+    from tests.transports.conftest import cli_env, free_port, spawn_cli, stop, wait_ready
+
+    env = {**cli_env(), "MRTR_STATE_KEYS": generate_key(), "LIVE_DIR": str(tmp_path),
+           "LIVE_STORE": f"sqlite://{tmp_path}/store.db"}
+    ports = [free_port(), free_port()]
+    logs = [(tmp_path / f"replica{i}.log").open("ab") for i in range(2)]
+    procs = [spawn_cli("serve", "tests.server.live_app:dispatcher", "--port", str(port),
+                       "--log-level", "warning", stdout=subprocess.DEVNULL, stderr=log, env=env)
+             for port, log in zip(ports, logs, strict=True)]
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    try:
+        for url, proc in zip(urls, procs, strict=True):
+            wait_ready(url + "/mcp", proc)
+
+        async def go() -> str:
+            async with httpx.AsyncClient(base_url=urls[0]) as a, \
+                    httpx.AsyncClient(base_url=urls[1]) as b:
+                task_id = (await _post(a, "tools/call", {"name": "menu", "arguments": {}},
+                                       1))["taskId"]
+                async with asyncio.timeout(20):
+                    while (await _post(a, "tasks/get", {"taskId": task_id}, 2))[
+                            "status"] != "input_required":
+                        await asyncio.sleep(0.05)
+                    os.kill(procs[0].pid, signal.SIGKILL)  # the owner dies, waiting live
+                    procs[0].wait(10)
+                    await _post(b, "tasks/update", {"taskId": task_id, "inputResponses": {
+                        "go": accept({"ok": True})}}, 3)
+                    while True:
+                        task = await _post(b, "tasks/get", {"taskId": task_id}, 4)
+                        if task["status"] in ("completed", "failed", "cancelled"):
+                            return str(task["status"])
+                        await asyncio.sleep(0.1)
+
+        status = asyncio.run(go())
+    finally:
+        for proc in procs:
+            stop(proc)
+        for log in logs:
+            log.close()
+    ran = [" ".join(line.split()[:-1]) for line in (tmp_path / "steps.log").read_text().split(
+        "\n") if line]
+    pids = {line.split()[-1] for line in (tmp_path / "steps.log").read_text().split("\n") if line}
+    summary = f"owner SIGKILLed after the ask: {status} on the other replica; steps run: {ran}"
+    print("\n" + summary)
+    assert status == "completed", summary
+    assert ran == STEPS, summary  # each ctx.once step ran once, across both processes
+    assert len(pids) == 2, summary  # the first two on the killed owner, the rest elsewhere
