@@ -43,6 +43,7 @@ from mrtr.server._asks import (
     required_capability,
 )
 from mrtr.server._context import Context
+from mrtr.server._deferred import Deferred
 from mrtr.server._journal import Answer, FlowState, decode_flow, encode_flow
 from mrtr.server._ledger import Ledger
 from mrtr.server._peer import Notifier, Peer
@@ -229,7 +230,7 @@ class Round:
         return value
 
     # -- the Settler protocol (called by Ask) ----------------------------------------------------
-    def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any]:
+    def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any] | Deferred:
         values = [self._resolve(ask) for ask in asks]
         if any(value is _UNANSWERED for value in values):
             raise Suspend()

@@ -87,6 +87,7 @@ class RedisStore:
         self._pubsub: Any = None
         self._listener: asyncio.Task[None] | None = None
         self._subscribed: dict[str, float] = {}  # channel -> when it was last waited on
+        self._closed = False
         self._prefix = prefix
         self._timeout = timeout
         self._clock = clock
@@ -221,7 +222,8 @@ class RedisStore:
 
     async def wait(self, channel: str, *, timeout: float) -> bool:
         try:
-            await self._subscribe(channel)
+            if not self._closed:
+                await self._subscribe(channel)
         except self._failures as exc:
             log.debug("redis: cannot subscribe to %s (%r): waiting out %ss", channel, exc,
                       timeout)
@@ -321,6 +323,7 @@ class RedisStore:
                 return bytes(found[1])
 
     async def aclose(self) -> None:
+        self._closed = True
         if self._listener is not None:
             self._listener.cancel()
             with contextlib.suppress(BaseException):
