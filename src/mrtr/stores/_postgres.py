@@ -89,6 +89,7 @@ class PostgresStore:
         self._waiting: dict[str, set[asyncio.Event]] = {}  # md5 of a key -> its collect() calls
         self._channels = Channels()  # wait() calls, woken by "c:" notifications
         self._background: set[asyncio.Task[None]] = set()
+        self._closed = False  # aclose() ran: wait() opens no listener again
         self.durability = ""  # what check() found, e.g. "fsync on, synchronous_commit on"
         self.found_version = -1  # the schema version found at connect (0: none, created then)
 
@@ -283,7 +284,9 @@ class PostgresStore:
         return bytes(row[0])
 
     async def _listen(self) -> bool:
-        """LISTEN on a connection of its own (opened once); False when that failed."""
+        """LISTEN on a connection of its own (opened once); False when that failed or closed."""
+        if self._closed:
+            return False
         if self._listener is not None and not self._listener.is_closed():
             return True
         try:
@@ -294,8 +297,8 @@ class PostgresStore:
                 await listener.add_listener(self._channel, self._notified)
         except self._failures:
             return False
-        if self._listener is not None and not self._listener.is_closed():
-            await listener.close()  # another collect opened one meanwhile
+        if self._closed or (self._listener is not None and not self._listener.is_closed()):
+            await listener.close()  # closed meanwhile, or another call opened one
         else:
             self._listener = listener
         return True
@@ -309,20 +312,16 @@ class PostgresStore:
             self._channels.wake(name)
 
     async def aclose(self) -> None:
+        self._closed = True
         for task in list(self._background):
             task.cancel()
-        if self._listener is not None:
-            listener, self._listener = self._listener, None
-            try:
-                await asyncio.wait_for(listener.close(), self._timeout)
-            except self._failures:
-                listener.terminate()
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            try:
-                await asyncio.wait_for(pool.close(), self._timeout)
-            except self._failures:
-                pool.terminate()
+        for held in (self._listener, self._pool):  # a connection, a pool: the same calls
+            if held is not None:
+                try:
+                    await asyncio.wait_for(held.close(), self._timeout)
+                except self._failures:
+                    held.terminate()
+        self._listener = self._pool = None
 
 
 async def migrate(db: Any, schema: str) -> int:
