@@ -43,7 +43,8 @@ SDKS = ("sdk", "sdk-json", "sdk-manual")
 TS_SDK = "ts-sdk"
 PEERS = (*SDKS, TS_SDK, "fastmcp")  # every other MCP server the suite runs
 NOSTORE = "mrtr-nostore"
-STORES = (("mrtr-memory", "memory"), (MRTR, "SQLite"), ("mrtr-redis", "Redis"))  # + no store
+STORES = (("mrtr-memory", "memory"), (MRTR, "SQLite"), ("mrtr-redis", "Redis"),
+          ("mrtr-postgres", "PostgreSQL"))  # + no store
 STORE_SHARE = 0.6  # the default SQLite store keeps this share of the storeless mrtr2 ops/s
 WORKLOADS = ("call1", "mrtr2", "mrtr3", "list")
 AT = 32  # the concurrency the targets are stated at

@@ -28,11 +28,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from benchmarks.peers import setup_peers
+from benchmarks.postgres import POSTGRES, Postgres, postgres_bin
 from benchmarks.report import BASE, FLOORS, MRTR, PEERS, met, render
 from benchmarks.report import WORKLOADS as REPORTED_WORKLOADS
 
@@ -43,7 +44,7 @@ STORES = {"mrtr-nostore": "none", "mrtr-memory": "memory:"}  # mrtr's other stor
 # and no SDK; these hide the package entirely, or configure the SDK with batch exporters.
 OTEL = ("mrtr-nootel", "mrtr-otel-sdk")
 REDIS = "mrtr-redis"  # the bench starts a redis-server for it (start_redis)
-ONLY = ",".join((MRTR, *STORES, REDIS, *COPIED))  # every store of mrtr, every peer and floor
+ONLY = ",".join((MRTR, *STORES, REDIS, POSTGRES, *COPIED))  # every store, peer and floor
 WORKLOADS = ",".join(REPORTED_WORKLOADS)
 DEFAULTS = {"repeats": 3, "duration": 5.0, "warmup": 1.0, "quiet_wait": 60.0,
             "retry_disturbed": 2}
@@ -141,15 +142,16 @@ def _check(argv: list[str], what: str, timeout: float) -> None:
 def targets_spec(
     shared_targets: dict[str, Any], mrtr: Path, base: Path | None = None,
     redis_url: str = "redis://127.0.0.1:6379/0", state: Path | None = None,
+    postgres_url: str = "postgresql://postgres@127.0.0.1:5432/postgres",
     peers: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The targets file: the SDK and floor entries as they are, plus mrtr served by `mrtr`.
 
     With `base` (an exported older checkout), also `mrtr-base`: the same command serving that
     checkout's code, so before and after are measured side by side in one run. `mrtr-redis`
-    serves with the store at `redis_url`. With `state`, each mrtr target keeps its key file
-    (and the default store beside it) in `state/<target>`: fresh for every run and target,
-    never the user's own.
+    serves with the store at `redis_url`, `mrtr-postgres` with the one at `postgres_url`. With
+    `state`, each mrtr target keeps its key file (and the default store beside it) in
+    `state/<target>`: fresh for every run and target, never the user's own.
     """
     spec: dict[str, Any] = {"_doc": "written by benchmarks/run.py from the shared targets.json"}
     # `peers`: what this machine's setup changes in a copied entry (benchmarks/peers.py).
@@ -165,7 +167,7 @@ def targets_spec(
     }
     # The default `mrtr` records rounds in a private SQLite store (exactly-once); these opt-in
     # targets (--only) measure the same server without a store and with the in-memory one.
-    for name, store in {**STORES, REDIS: redis_url}.items():
+    for name, store in {**STORES, REDIS: redis_url, POSTGRES: postgres_url}.items():
         spec[name] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, --store {store}",
                       "cmd": f"{spec['mrtr']['cmd']} --store {store}"}
     spec[OTEL[0]] = {**spec["mrtr"], "desc": f"{spec['mrtr']['desc']}, opentelemetry hidden",
@@ -334,8 +336,7 @@ class Setup(NamedTuple):
     names: list[str]  # targets to run
     redis_port: int  # where mrtr-redis finds its store (started only when it runs)
     skipped: dict[str, str]  # targets asked for that cannot run here, and why
-
-
+    postgres_port: int  # the same for mrtr-postgres
 
 def prepare(a: argparse.Namespace) -> Setup:
     """Check the inputs, set up the bench venv, the output folder and its targets.json."""
@@ -346,15 +347,18 @@ def prepare(a: argparse.Namespace) -> Setup:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = (a.out or REPO / "benchmarks" / "results" / stamp).resolve()
     base = export_baseline(a.baseline, out) if a.baseline else None
-    redis_port = free_port()
+    redis_port, postgres_port = free_port(), free_port()
     shared_targets = json.loads((shared / "targets.json").read_text())
     names = [n for n in a.only.split(",") if n]
     peers, skipped = setup_peers(names, COPIED, shared_targets, shared,
                                  a.bench_venv.resolve(), a.fastmcp_venv.resolve())
     spec = targets_spec(shared_targets, mrtr, base, redis_url=f"redis://127.0.0.1:{redis_port}/0",
-                        state=out / "state", peers=peers)
+                        state=out / "state", peers=peers,
+                        postgres_url=f"postgresql://postgres@127.0.0.1:{postgres_port}/postgres")
     if REDIS in names and redis_server() is None:
         skipped[REDIS] = "redis-server is not installed (apt-get install redis-server)"
+    if POSTGRES in names and postgres_bin() is None:
+        skipped[POSTGRES] = "PostgreSQL is not installed (apt-get install postgresql)"
     names = [n for n in names if n not in skipped]
     unknown = [n for n in names if n not in spec or n.startswith("_")]
     if unknown or not names:
@@ -364,7 +368,7 @@ def prepare(a: argparse.Namespace) -> Setup:
     python = ensure_venv(a.bench_venv.resolve(), shared / "requirements.txt")
     out.mkdir(parents=True, exist_ok=True)
     (out / "targets.json").write_text(json.dumps(spec, indent=1) + "\n")
-    return Setup(python, shared, out, names, redis_port, skipped)
+    return Setup(python, shared, out, names, redis_port, skipped, postgres_port)
 
 
 def suite_argv(setup: Setup, work: Path, a: argparse.Namespace) -> list[str]:
@@ -378,6 +382,22 @@ def suite_argv(setup: Setup, work: Path, a: argparse.Namespace) -> list[str]:
             "--server-core", a.server_core, "--client-core", a.client_core]
 
 
+def start_stores(setup: Setup, core: str) -> list[Callable[[], None]]:
+    """Start the redis-server and PostgreSQL the store targets run on; how to stop each."""
+    stops: list[Callable[[], None]] = []
+    try:
+        if REDIS in setup.names:
+            redis = start_redis(setup.redis_port, setup.out, core)
+            stops.append(lambda: stop_redis(redis))
+        if POSTGRES in setup.names:
+            stops.append(Postgres(setup.postgres_port, setup.out / "postgres.log", core).stop)
+    except (Abort, RuntimeError) as exc:
+        for stop in stops:
+            stop()
+        raise Abort(str(exc), getattr(exc, "status", 1)) from None
+    return stops
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     a = parse_args(argv)
     try:
@@ -389,8 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     micro = run_micro(out, a.client_core)
     print(f"== suite (output in {out})", flush=True)
     try:
-        redis = start_redis(setup.redis_port, out, a.server_core) if REDIS in setup.names \
-            else None
+        stops = start_stores(setup, a.server_core)
     except Abort as exc:
         print(exc, file=sys.stderr)
         return exc.status
@@ -400,8 +419,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = run_suite(suite_argv(setup, work, a), out,
                                suite_timeout(a, len(setup.names)))
     finally:
-        if redis is not None:
-            stop_redis(redis)
+        for stop in stops:
+            stop()
     results_file = out / "results.json"
     if not results_file.is_file():
         print(f"benchmarks: the suite wrote no {results_file} (exit {status})", file=sys.stderr)

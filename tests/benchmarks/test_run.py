@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.postgres import Postgres, postgres_bin
 from benchmarks.run import (
     REPO,
     Abort,
@@ -48,13 +49,16 @@ def test_targets_file_copies_sdk_and_floor_and_adds_mrtr() -> None:
     spec = targets_spec(shared, Path("/x/.venv/bin/mrtr"))
     assert [k for k in spec if not k.startswith("_")] == [
         "sdk", "sdk-json", "sdk-manual", "ts-sdk", "floor-uvicorn", "mrtr", "mrtr-nostore",
-        "mrtr-memory", "mrtr-redis", "mrtr-nootel", "mrtr-otel-sdk", "mrtr-auth", "mrtr-auth-dpop"]
+        "mrtr-memory", "mrtr-redis", "mrtr-postgres", "mrtr-nootel", "mrtr-otel-sdk", "mrtr-auth",
+        "mrtr-auth-dpop"]
     changed = targets_spec(shared, Path("/x/.venv/bin/mrtr"), peers={"ts-sdk": {"cmd": "n"}})
     assert changed["ts-sdk"] == {"cmd": "n"} and changed["sdk"] == {"cmd": "sdk"}
     assert "serve benchmarks.auth:create_app " in spec["mrtr-auth"]["cmd"]
     assert "serve benchmarks.auth:create_dpop_app " in spec["mrtr-auth-dpop"]["cmd"]
     assert spec["mrtr-nostore"]["cmd"] == spec["mrtr"]["cmd"] + " --store none"
     assert spec["mrtr-redis"]["cmd"].endswith(" --store redis://127.0.0.1:6379/0")
+    assert spec["mrtr-postgres"]["cmd"].endswith(
+        " --store postgresql://postgres@127.0.0.1:5432/postgres")
     assert spec["sdk"] == {"cmd": "sdk"}
     mrtr = spec["mrtr"]
     assert mrtr["cmd"].startswith("/x/.venv/bin/mrtr serve benchmarks.server:app ")
@@ -206,3 +210,19 @@ def test_31_the_ts_sdk_runs_from_links_to_the_shared_lock_file_and_its_own_node_
     assert ran == [(["/usr/bin/npm", "ci", "--no-audit", "--no-fund"], venv / "ts-sdk")]
     peers.ts_sdk_command(tmp_path / "shared", venv)
     assert len(ran) == 1  # the lock file did not change: no second install
+
+@pytest.mark.skipif(postgres_bin() is None, reason="PostgreSQL is not installed")
+def test_28_the_postgres_target_gets_a_server_of_its_own_stopped_by_its_pid(
+        tmp_path: Path) -> None:
+    from benchmarks.run import free_port
+
+    port = free_port()
+    server = Postgres(port, tmp_path / "postgres.log")
+    folder = server.folder
+    try:
+        assert server.process.poll() is None
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            pass
+    finally:
+        server.stop()
+    assert server.process.poll() is not None and not folder.exists()

@@ -7,7 +7,8 @@ the environment the test gives it:
   payment provider, outside the server and its store: `attempts` gets a row each time the
   charge's fn reaches the provider, `charges` one per idempotency key (the provider dedupes,
   as a real one does). `marks/` holds one file per point reached (see `pause`).
-- FAULTS_STORE: the store URL (sqlite:///path or redis://...), opened with short timeouts.
+- FAULTS_STORE: the store URL (sqlite:///path, redis://... or postgresql://...), opened with
+  short timeouts.
 - FAULTS_LEASE: the claim lease in seconds (short, so a SIGKILLed holder's claim lapses soon).
 - MRTR_STATE_KEYS: the key ring every replica seals with.
 - FAULTS_LOSE: a point ("before-claim"): the first `once` claim of a flow stopped there that
@@ -33,7 +34,15 @@ from pathlib import Path
 
 from mrtr import Context, Server
 from mrtr.server import Dispatcher, Sealer, parse_keys
-from mrtr.stores import Claim, ClaimStatus, RedisStore, SQLiteStore, Store, StoreUnavailable
+from mrtr.stores import (
+    Claim,
+    ClaimStatus,
+    PostgresStore,
+    RedisStore,
+    SQLiteStore,
+    Store,
+    StoreUnavailable,
+)
 
 POINTS = ("before-claim", "after-claim", "inside-fn", "after-fn", "after-record")
 _pause_at: contextvars.ContextVar[tuple[str, str, float]] = contextvars.ContextVar("pause_at")
@@ -133,6 +142,8 @@ class PausingStore:
 def _store(url: str) -> Store:
     if url.startswith("sqlite://"):
         return SQLiteStore(url[len("sqlite://"):], timeout=1.0)  # an outage shows within 1 s
+    if url.startswith("postgresql://"):
+        return PostgresStore(url, timeout=1.0)
     return RedisStore(url, timeout=0.5)
 
 

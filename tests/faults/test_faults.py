@@ -29,7 +29,7 @@ from tests.faults.harness import (
     marks_reached,
     summary,
 )
-from tests.stores.conftest import REDIS_SERVER
+from tests.stores.conftest import POSTGRES_BIN, REDIS_SERVER, Postgres
 
 pytestmark = pytest.mark.slow
 
@@ -159,9 +159,34 @@ def test_25_sigterm_after_a_disconnect_records_what_still_runs_before_exiting(
 def test_25_sigkill_of_the_serving_process_at_every_point(
     sqlite_replicas: Replicas, report: list[str],
 ) -> None:
+    sigkill_at_every_point(sqlite_replicas, report, "3 replicas, SQLite")
+
+
+@pytest.fixture(scope="module")
+def postgres_replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
+    """Three `mrtr serve` replicas sharing one PostgreSQL of their own (and one key ring)."""
+    if POSTGRES_BIN is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql; .ci/run does)")
+    folder = tmp_path_factory.mktemp("faults-postgres")
+    server = Postgres()
+    try:
+        replicas = Replicas(folder, fault_env(folder, server.url), 3)
+        yield replicas
+        replicas.stop()
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_28_sigkill_of_the_serving_process_at_every_point_on_postgresql(
+    postgres_replicas: Replicas, report: list[str],
+) -> None:
+    sigkill_at_every_point(postgres_replicas, report, "3 replicas, PostgreSQL")
+
+
+def sigkill_at_every_point(replicas: Replicas, report: list[str], setup: str) -> None:
     # Every flow stops on replica 0, which is SIGKILLed; the retries go to replicas 1 and 2,
     # and wait for the dead holder's claims to lapse (the lease, 6 s here).
-    replicas = sqlite_replicas
     flows = flows_for("sigkill")
 
     async def main() -> list[Flow]:
@@ -177,7 +202,7 @@ def test_25_sigkill_of_the_serving_process_at_every_point(
         asyncio.run(asyncio.wait_for(main(), 120))
     finally:
         books(replicas.folder, flows)
-    report.append(summary("SIGKILL of the serving process", "3 replicas, SQLite", flows))
+    report.append(summary("SIGKILL of the serving process", setup, flows))
     try:
         check(flows, reruns=("inside-fn", "after-fn"))
         assert [f.answers[0] for f in flows] == ["cut"] * 5
@@ -239,3 +264,46 @@ def test_25_redis_killed_while_flows_run(tmp_path: Path, report: list[str]) -> N
         if replicas is not None:
             replicas.stop()
         redis.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(POSTGRES_BIN is None, reason="PostgreSQL is not installed")
+@pytest.mark.flaky(reruns=1)  # as the Redis one: a claim landing at the crash may outlive it
+def test_28_postgresql_crashed_while_flows_run(tmp_path: Path, report: list[str]) -> None:
+    # PostgreSQL stopped immediately (SIGQUIT: no checkpoint, every connection cut) for 3 s,
+    # then started again on its data directory (crash recovery replays the WAL).
+    server = Postgres()
+    replicas: Replicas | None = None
+    flows = flows_for("postgres-crashed")
+    try:
+        replicas = Replicas(tmp_path, fault_env(tmp_path, server.url), 2)
+        two = replicas
+
+        async def main() -> list[Flow]:
+            running = [asyncio.ensure_future(drive(flow, hold=2.0,
+                                                   urls=lambda n: two.url(n % 2)))
+                       for flow in flows]
+            await marks_reached(tmp_path, flows)
+            server.crash()
+            await asyncio.sleep(3.0)
+            await asyncio.to_thread(server.restart)
+            return await asyncio.gather(*running)
+
+        try:
+            asyncio.run(asyncio.wait_for(main(), 120))
+        finally:
+            books(tmp_path, flows)
+        report.append(summary("store outage: PostgreSQL crashed 3 s", "2 replicas, PostgreSQL",
+                              flows))
+        check(flows)
+        pending = {f.point: "503 outcome_pending" in f.answers for f in flows}
+        assert pending == {"before-claim": False, "after-claim": True, "inside-fn": True,
+                           "after-fn": True, "after-record": True}, [f.answers for f in flows]
+    except AssertionError:
+        if replicas is not None:
+            print(replicas.logs())
+        raise
+    finally:
+        if replicas is not None:
+            replicas.stop()
+        server.stop()

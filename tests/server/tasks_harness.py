@@ -14,7 +14,8 @@ from mrtr.server import Dispatcher, Peer, Sealer
 from mrtr.server.tasks._records import TaskPolicy
 from mrtr.stores import MemoryStore, Store
 
-FAST = TaskPolicy(poll_interval_ms=10, lease=0.6)
+FAST = TaskPolicy(poll_interval_ms=10, lease=0.6, hold=0)  # the park/replay path (#28: live
+# continuation is the default; tests/server/test_live_tasks.py covers it)
 _IDS = itertools.count(1)
 
 

@@ -1,12 +1,16 @@
-"""A real redis-server on a free 127.0.0.1 port for the store tests, stopped by its PID."""
+"""A real redis-server and a real PostgreSQL on free 127.0.0.1 ports for the store tests, each
+stopped by its PID."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import shutil
+import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
@@ -14,10 +18,13 @@ from typing import TypeVar
 
 import pytest
 
-from mrtr.stores import MemoryStore, RedisStore, SQLiteStore, Store
+from mrtr.stores import MemoryStore, PostgresStore, RedisStore, SQLiteStore, Store
 
 REDIS_SERVER = shutil.which("redis-server") or next(
     (p for p in ("/usr/bin/redis-server", "/usr/sbin/redis-server") if Path(p).is_file()), None)
+
+POSTGRES_BIN = next((Path(f"/usr/lib/postgresql/{v}/bin") for v in ("17", "16", "15")
+                     if (Path(f"/usr/lib/postgresql/{v}/bin") / "postgres").is_file()), None)
 
 
 def free_port() -> int:
@@ -71,21 +78,101 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     stop_redis(process)
 
 
+class Postgres:
+    """A PostgreSQL server of its own: initdb in a temp dir (owned by the `postgres` system
+    user when we are root, as the server refuses to run as root), on a free port, its unix
+    socket in that dir, trust authentication on 127.0.0.1 only. `stop()` ends it by its PID."""
+
+    def __init__(self, *, options: Sequence[str] = ()) -> None:
+        assert POSTGRES_BIN is not None
+        self.folder = Path(tempfile.mkdtemp(prefix="mrtr-pg-"))
+        self.port = free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self._as = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self._as:
+            shutil.chown(self.folder, "postgres")
+        data = self.folder / "data"
+        subprocess.run([*self._as, str(POSTGRES_BIN / "initdb"), "-D", str(data), "-U",
+                        "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"],
+                       check=True, capture_output=True)
+        self._options = options
+        self._start()
+
+    def _start(self) -> None:
+        assert POSTGRES_BIN is not None
+        with (self.folder / "postgres.log").open("ab") as log:
+            self.process = subprocess.Popen(
+                [*self._as, str(POSTGRES_BIN / "postgres"), "-D", str(self.folder / "data"),
+                 "-p", str(self.port), "-k", str(self.folder), "-c",
+                 "listen_addresses=127.0.0.1", "-c", "max_connections=200", *self._options],
+                stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if subprocess.run([str(POSTGRES_BIN / "pg_isready"), "-q", "-h", "127.0.0.1", "-p",
+                               str(self.port)]).returncode == 0:
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        log_text = (self.folder / "postgres.log").read_text()
+        self.stop()
+        raise RuntimeError(f"postgres did not start: {log_text}")
+
+    def crash(self) -> None:
+        """Immediate shutdown (SIGQUIT): no checkpoint, crash recovery on the next start, and
+        every connection cut, as when the server's machine fails."""
+        os.kill(self._pid(), signal.SIGQUIT)
+        self.process.wait(timeout=20)
+
+    def restart(self) -> None:
+        self._start()
+
+    def _pid(self) -> int:
+        return int((self.folder / "data" / "postmaster.pid").read_text().split()[0])
+
+    def stop(self) -> None:
+        """Fast shutdown (SIGINT) of the postmaster by the PID in postmaster.pid."""
+        try:
+            os.kill(self._pid(), signal.SIGINT)
+        except (OSError, ValueError, IndexError):
+            self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    if POSTGRES_BIN is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql; .ci/run does)")
+    server = Postgres()
+    yield server.url
+    server.stop()
+
+
 T = TypeVar("T")
 Factory = Callable[[], Store]
 _names = itertools.count()
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "postgresql"])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
     """A factory of store clients that all see the same data (one dict, one file, one Redis),
-    for the contract tests of every store."""
+    for the contract tests of every store (PostgreSQL: one schema per test)."""
     if request.param == "memory":
         shared = MemoryStore()
         yield lambda: shared
     elif request.param == "sqlite":
         path = tmp_path / "store.db"
         yield lambda: SQLiteStore(path)
+    elif request.param == "postgresql":
+        url = request.getfixturevalue("postgres_url")
+        schema = f"t{next(_names)}_{time.time_ns()}"
+        run(lambda: PostgresStore(f"{url}?schema={schema}"), _checked)  # the schema, ahead
+        yield lambda: PostgresStore(f"{url}?schema={schema}")
     else:
         url = request.getfixturevalue("redis_url")
         prefix = f"t{next(_names)}-{time.time_ns()}:"
@@ -102,6 +189,11 @@ def run(make: Factory, body: Callable[[Store], Awaitable[T]]) -> T:
             await store.aclose()
 
     return asyncio.run(main())
+
+
+async def _checked(store: Store) -> str:
+    assert isinstance(store, PostgresStore)
+    return await store.check()
 
 
 def later(seconds: float = 60.0) -> float:

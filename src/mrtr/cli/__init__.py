@@ -17,7 +17,7 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 # module of the command it runs, so `mrtr serve` never loads the client stack (httpx, pygments)
 # and each server worker stays small. New modules join MODULES and COMMANDS.
 MODULES = ("mrtr.cli._serve_cli", "mrtr.cli._call", "mrtr.cli._dev", "mrtr.cli._install",
-           "mrtr.cli._check_cli", "mrtr.cli._tasks_cli")
+           "mrtr.cli._check_cli", "mrtr.cli._tasks_cli", "mrtr.cli._store_cli")
 COMMANDS = {
     "dev": "mrtr.cli._dev",
     "install": "mrtr.cli._install",
@@ -26,6 +26,7 @@ COMMANDS = {
     "check": "mrtr.cli._check_cli",
     **dict.fromkeys(("call", "tools", "prompts", "resources", "read", "prompt"), "mrtr.cli._call"),
     "tasks": "mrtr.cli._tasks_cli",
+    "store": "mrtr.cli._store_cli",
 }
 
 

@@ -158,13 +158,19 @@ class McpApp:
         At start-up it checks the store (raises ValueError, naming the setting, for one that
         refuses to serve: a Redis that does not persist every write) and warns when this process
         looks like one of several workers with a store of its own; at shutdown it closes the
-        Dispatcher's store if the app owns it (`owns_store`).
+        Dispatcher's store if the app owns it (`owns_store`). While it runs, a server with task
+        tools sweeps for tasks whose runner died (TaskPolicy.sweep_every).
         """
+        sweep = self.dispatcher.tasks.sweeping()  # tasks whose runner died (server/tasks)
         try:
             await ready(self.dispatcher.store)
             warn_unshared_store(self.dispatcher, self.log)
+            if sweep is not None:
+                sweep.start()
             yield
         finally:
+            if sweep is not None:
+                await sweep.aclose()
             await self.dispatcher.drain()  # once work of requests that went away: recorded
             store = self.dispatcher.store
             if self.owns_store and store is not None:

@@ -35,6 +35,7 @@ from mrtr.protocol import (
     Root,
     decode_input_response,
 )
+from mrtr.server._deferred import Deferred
 
 __all__ = [
     "NO_FALLBACK",
@@ -83,7 +84,7 @@ class TaskHooks(Protocol):
 
     async def begin(self) -> None: ...
 
-    async def status(self, message: str) -> None: ...
+    async def status(self, message: str, progress: float | None = None) -> None: ...
 
 
 class Declined(MrtrError):  # noqa: N818 - reads as an outcome
@@ -126,8 +127,8 @@ class Settler(Protocol):
 
     caught_up: bool
 
-    def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any]:
-        """The asks' values; raises Suspend when any of them must be asked first."""
+    def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any] | Deferred:
+        """The asks' values, a Deferred waiting for them (_deferred.py), or raises Suspend."""
         ...
 
 
@@ -188,11 +189,12 @@ class Ask(Generic[T_co]):
             return msgspec.structs.replace(request, params=params)
         return request
 
-    def __await__(self) -> Generator[object, None, T_co]:
+    def __await__(self) -> Generator[Any, None, T_co]:
         self.awaited = True
         values = self._settler.settle((self,))
-        return values[0]  # type: ignore[no-any-return]
-        yield  # pragma: no cover - makes this a generator without suspending
+        if type(values) is Deferred:  # a live task: wait here for the answer
+            values = yield from values.wait().__await__()
+        return values[0]  # type: ignore[index,no-any-return]
 
     def __repr__(self) -> str:
         return f"<Ask {self.key!r}: {self.label}>"
@@ -222,11 +224,13 @@ class Gathered:
         self._settler = settler
         self.asks = tuple(asks)
 
-    def __await__(self) -> Generator[object, None, list[Any]]:
+    def __await__(self) -> Generator[Any, None, list[Any]]:
         for ask in self.asks:
             ask.awaited = True
-        return self._settler.settle(self.asks)
-        yield  # pragma: no cover - makes this a generator without suspending
+        values = self._settler.settle(self.asks)
+        if type(values) is Deferred:
+            values = yield from values.wait().__await__()
+        return values  # type: ignore[return-value]
 
     if not TYPE_CHECKING:
         def __bool__(self) -> bool:

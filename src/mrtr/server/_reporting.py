@@ -49,7 +49,7 @@ class Reporting:
         """
         if self.task_hooks is not None and self.task_id is not None:
             shown = f"{progress:g}/{total:g}" if total is not None else f"{progress:g}"
-            await self.task_hooks.status(message if message is not None else shown)
+            await self.task_hooks.status(message if message is not None else shown, progress)
             return
         token = self.meta.progress_token
         if token is UNSET or self._sink is None or not self._settler.caught_up:

@@ -45,6 +45,7 @@ from mrtr.server._asks import (
 from mrtr.server._completions import RETRY_HINT_KEY, Completions, NotYet
 from mrtr.server._consent import NATIVE, ConsentGate, Grant
 from mrtr.server._context import Context
+from mrtr.server._deferred import Deferred
 from mrtr.server._journal import Answer, FlowState, decode_flow, encode_flow
 from mrtr.server._ledger import Ledger
 from mrtr.server._peer import Notifier, Peer
@@ -241,7 +242,7 @@ class Round:
         return value
 
     # -- the Settler protocol (called by Ask) ----------------------------------------------------
-    def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any]:
+    def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any] | Deferred:
         values = [self._resolve(ask) for ask in asks]
         if any(value is _UNANSWERED for value in values):
             raise Suspend()

@@ -36,9 +36,10 @@ class TimedStore:
             instruments.store.record(time.perf_counter() - started,
                                      {"mrtr.store.operation": operation})
 
-    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "") -> Claim:
+    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "",
+                    index: str | None = None) -> Claim:
         claim = await self._timed("claim", lambda: self.store.claim(
-            key, lease=lease, expires=expires, holder=holder))
+            key, lease=lease, expires=expires, holder=holder, index=index))
         if claim.status is ClaimStatus.DONE and key.startswith("round:"):
             note_store_hit()
         return claim
@@ -50,11 +51,27 @@ class TimedStore:
         return await self._timed("put_if_absent", lambda: self.store.put_if_absent(
             key, outcome, expires=expires))
 
-    async def renew(self, key: str, *, lease: float) -> bool:
-        return await self._timed("renew", lambda: self.store.renew(key, lease=lease))
+    async def renew(self, key: str, *, lease: float, index: str | None = None) -> bool:
+        return await self._timed("renew", lambda: self.store.renew(key, lease=lease,
+                                                                   index=index))
 
-    async def release(self, key: str, *, holder: str | None = None) -> None:
-        await self._timed("release", lambda: self.store.release(key, holder=holder))
+    async def release(self, key: str, *, holder: str | None = None,
+                      index: str | None = None) -> None:
+        await self._timed("release", lambda: self.store.release(key, holder=holder,
+                                                                index=index))
+
+    async def lapsed(self, index: str, *, limit: int) -> list[str]:
+        return await self._timed("lapsed", lambda: self.store.lapsed(index, limit=limit))
+
+    async def purge(self, *, most: int) -> int:
+        return await self._timed("purge", lambda: self.store.purge(most=most))
+
+    async def notify(self, channel: str) -> None:
+        await self._timed("notify", lambda: self.store.notify(channel))
+
+    async def wait(self, channel: str, *, timeout: float) -> bool:
+        # Not timed: it waits for another process, not for the store.
+        return await self.store.wait(channel, timeout=timeout)
 
     async def get(self, key: str) -> Claim | None:
         return await self._timed("get", lambda: self.store.get(key))

@@ -12,7 +12,8 @@ and `http_app()` ask, from --store, MRTR_STORE, where the key comes from and the
 #   makes, hands to every worker the way it hands the generated key, and deletes when serving
 #   ends; with MRTR_STATE_KEYS (states outlive the run, that store does not) a warning says so.
 # - An app built inside a process it does not run (http_app) keeps a MemoryStore without a URL.
-# - A Redis must persist every write (RedisStore.check), checked here before anything serves.
+# - A Redis must persist every write (RedisStore.check), a PostgreSQL run with fsync on
+#   (PostgresStore.check): checked here before anything serves.
 from __future__ import annotations
 
 import asyncio
@@ -28,7 +29,14 @@ from pathlib import Path
 
 from mrtr.server import Dispatcher
 from mrtr.serving._target import KEYS_ENV
-from mrtr.stores import ENV_STORE, MemoryStore, RedisStore, Store, store_from_url
+from mrtr.stores import (
+    ENV_STORE,
+    MemoryStore,
+    PostgresStore,
+    RedisStore,
+    Store,
+    store_from_url,
+)
 from mrtr.stores._redis import ready
 
 __all__ = ["EPHEMERAL", "KeyOrigin", "NO_STORE", "app_store", "open_store", "ready",
@@ -37,7 +45,7 @@ __all__ = ["EPHEMERAL", "KeyOrigin", "NO_STORE", "app_store", "open_store", "rea
 log = logging.getLogger("mrtr.serve")
 NO_STORE = "none"
 _SHARED = ("a shared store: leave --store out for a SQLite file every worker opens, or give "
-           "sqlite:///path or redis://host")
+           "sqlite:///path, redis://host or postgresql://host/db")
 
 
 @dataclass(frozen=True)
@@ -138,7 +146,7 @@ def _check(url: str, workers: int, allow_unshared: bool) -> None:
         else:
             log.info("exactly-once rounds: store %s (this process only)", url)
         return
-    if isinstance(store, RedisStore):  # before any worker starts
+    if isinstance(store, RedisStore | PostgresStore):  # before any worker starts
         try:
             asyncio.run(_ready_and_close(store))
         except ValueError as exc:

@@ -1,6 +1,7 @@
 """Stores: shared state that makes rounds and `ctx.once` exactly-once across processes."""
 
 from mrtr.stores._memory import MemoryStore
+from mrtr.stores._postgres import PostgresStore
 from mrtr.stores._redis import RedisStore
 from mrtr.stores._sqlite import SQLiteStore
 from mrtr.stores._store import Claim, ClaimStatus, Store, StoreUnavailable
@@ -11,6 +12,7 @@ __all__ = [
     "ClaimStatus",
     "ENV_STORE",
     "MemoryStore",
+    "PostgresStore",
     "RedisStore",
     "SQLiteStore",
     "Store",

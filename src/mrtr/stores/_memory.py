@@ -12,6 +12,8 @@
 # exact-size copies, so the bytes counted are the bytes held. A key's slots are one entry
 # (under "\x00s:" + key) holding {member: (expires, weight)} and their running total, itself
 # expiring with its last member; lapsed members are dropped in deadline order (a heap).
+# Indexes of tracked leases and notification waiters live beside the entries (_local.py);
+# index members are not counted in max_bytes (one per running task, dropped when it ends).
 from __future__ import annotations
 
 import asyncio
@@ -19,6 +21,7 @@ import heapq
 import time
 from collections.abc import Callable
 
+from mrtr.stores._local import Channels, LeaseIndex
 from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus, StoreUnavailable
 
 __all__ = ["MemoryStore"]
@@ -118,6 +121,8 @@ class MemoryStore:
         self._entries: dict[str, _Entry] = {}
         self._heap: list[tuple[float, str]] = []
         self._waiting: dict[str, asyncio.Future[bytes]] = {}  # collect() calls, by key
+        self._indexes: dict[str, LeaseIndex] = {}
+        self._channels = Channels()
 
     @property
     def held_bytes(self) -> int:
@@ -178,7 +183,8 @@ class MemoryStore:
                 f"memory store full ({self._bytes} bytes held, {grow} more would pass "
                 f"{'7/8 of ' if new_work else ''}max_bytes={self.max_bytes})")
 
-    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "") -> Claim:
+    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "",
+                    index: str | None = None) -> Claim:
         now = self._clock()
         entry = self._live(key, now)
         if entry is not None:
@@ -187,6 +193,8 @@ class MemoryStore:
             if not (holder and entry.holder == holder and entry.count == 0):
                 return RUNNING
         self._put(key, _Entry(expires, now + lease, holder), now, new_work=True)
+        if index is not None:
+            self._indexes.setdefault(index, LeaseIndex()).put(key, now + lease, expires)
         return NEW
 
     async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
@@ -205,19 +213,52 @@ class MemoryStore:
         self._put(key, stored, now)
         return NEW
 
-    async def renew(self, key: str, *, lease: float) -> bool:
+    async def renew(self, key: str, *, lease: float, index: str | None = None) -> bool:
         now = self._clock()
         entry = self._live(key, now)
         if entry is None or entry.outcome is not None or entry.count:
             return False
         entry.lease_until = now + lease
+        if index is not None:
+            self._indexes.setdefault(index, LeaseIndex()).put(key, now + lease, entry.expires)
         return True
 
-    async def release(self, key: str, *, holder: str | None = None) -> None:
+    async def release(self, key: str, *, holder: str | None = None,
+                      index: str | None = None) -> None:
         entry = self._entries.get(key)
         if entry is not None and entry.outcome is None and (holder is None
                                                             or entry.holder == holder):
             self._drop(key)
+        tracked = self._indexes.get(index) if index is not None else None
+        if tracked is not None:
+            tracked.drop(key)
+
+    async def lapsed(self, index: str, *, limit: int) -> list[str]:
+        tracked, now = self._indexes.get(index), self._clock()
+        if tracked is None:
+            return []
+        found: list[str] = []
+        for key, expires in tracked.due(now, limit):
+            entry = self._entries.get(key)
+            if not now < expires or entry is None or not now < entry.expires or (
+                    entry.outcome is not None or entry.count):
+                tracked.drop(key)  # expired, or done: nothing to take over
+            elif now < entry.lease_until:  # renewed without the index: look again then
+                tracked.put(key, entry.lease_until, expires)
+            else:
+                found.append(key)
+        return found
+
+    async def purge(self, *, most: int) -> int:
+        before = len(self._entries)
+        self._sweep(self._clock(), most)
+        return before - len(self._entries)
+
+    async def notify(self, channel: str) -> None:
+        self._channels.wake(channel)
+
+    async def wait(self, channel: str, *, timeout: float) -> bool:
+        return await self._channels.wait(channel, timeout)
 
     async def get(self, key: str) -> Claim | None:
         entry = self._live(key, self._clock())
@@ -327,6 +368,7 @@ class MemoryStore:
     async def aclose(self) -> None:
         self._entries.clear()
         self._heap.clear()
+        self._indexes.clear()
         self._bytes = 0
 
     def __len__(self) -> int:

@@ -13,9 +13,15 @@
 # else INFO persistence where a managed Redis hides CONFIG) and refuses otherwise, naming the
 # setting; `allow_volatile=1` in the URL (or the keyword) is the operator's explicit opt-in.
 # The check runs once per store, not per command (one flag test on the hot path).
+# Tracked leases: two sorted sets per index (lease ends, deadlines), kept by the claim, renew and
+# release scripts (_redis_lua.py). Notifications are PUBLISH; `wait` subscribes one shared
+# pub/sub connection to the channel (kept while waited on, dropped after _LINGER idle seconds)
+# and one listener task wakes this process's waiters; when Redis cannot be reached it waits
+# out its timeout, as a store without notifications does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import time
@@ -23,115 +29,19 @@ import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
+from mrtr.stores import _redis_lua as lua
+from mrtr.stores._local import Channels
 from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus, Store, StoreUnavailable
 
 __all__ = ["RedisStore", "ready"]
 
 log = logging.getLogger("mrtr.serve")
+_LINGER = 30.0  # seconds a channel nobody waits on stays subscribed (a waiter soon comes back)
 
 T = TypeVar("T")
 OPT_IN = "allow_volatile"  # the URL parameter: accept a Redis that may lose records
 _YES = ("1", "true", "yes", "on")
 _NO = ("0", "false", "no", "off")
-_CLAIM = """
-local v = redis.call('GET', KEYS[1])
-if v and not (ARGV[2] ~= '' and v == 'r' .. ARGV[2]) then return v end
-redis.call('SET', KEYS[1], 'r' .. ARGV[2], 'PX', ARGV[1])
-return false
-"""
-_PUT_NEW = """
-local v = redis.call('GET', KEYS[1])
-if v then return v end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return false
-"""
-# KEYS: the set (member -> its deadline), its weights (w:<member> -> weight, t -> their total;
-# a set from before weights has none: each member weighs 1). ARGV: now, member, limit, the
-# member's deadline (epoch seconds), its weight. Lapsed members go first; both keys live as
-# long as the last member. 1 when the member holds a slot.
-_ADMIT = """
-local now, limit, weight = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[5])
-local total = 0
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  total = tonumber(redis.call('HGET', KEYS[2], 't') or redis.call('ZCARD', KEYS[1]))
-end
-local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-for _, m in ipairs(gone) do
-  total = total - tonumber(redis.call('HGET', KEYS[2], 'w:' .. m) or '1')
-  redis.call('HDEL', KEYS[2], 'w:' .. m)
-end
-if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1]) end
-local granted = 0
-if redis.call('ZSCORE', KEYS[1], ARGV[2]) then
-  local old = tonumber(redis.call('HGET', KEYS[2], 'w:' .. ARGV[2]) or '1')
-  if weight <= old or total - old + weight <= limit then
-    total = total - old + weight
-    redis.call('HSET', KEYS[2], 'w:' .. ARGV[2], weight)
-    granted = 1
-  end
-elseif tonumber(ARGV[4]) > now and total + weight <= limit then
-  redis.call('ZADD', KEYS[1], ARGV[4], ARGV[2])
-  redis.call('HSET', KEYS[2], 'w:' .. ARGV[2], weight)
-  total = total + weight
-  granted = 1
-end
-if granted == 0 and #gone == 0 then return 0 end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('DEL', KEYS[2])
-  return granted
-end
-redis.call('HSET', KEYS[2], 't', total)
-local last = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
-local ms = math.max(1, math.ceil((last - now) * 1000))
-redis.call('PEXPIRE', KEYS[1], ms)
-redis.call('PEXPIRE', KEYS[2], ms)
-return granted
-"""
-_DISMISS = """
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
-  local t = redis.call('HGET', KEYS[2], 't')
-  if t then
-    local w = tonumber(redis.call('HGET', KEYS[2], 'w:' .. ARGV[1]) or '1')
-    redis.call('HSET', KEYS[2], 't', tonumber(t) - w)
-  end
-  redis.call('HDEL', KEYS[2], 'w:' .. ARGV[1])
-end
-return 0
-"""
-# The live members' total weight: the stored total less the lapsed members' weights.
-_ADMITTED = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local total = tonumber(redis.call('HGET', KEYS[2], 't') or redis.call('ZCARD', KEYS[1]))
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])) do
-  total = total - tonumber(redis.call('HGET', KEYS[2], 'w:' .. m) or '1')
-end
-return total
-"""
-_RENEW = """
-local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, 1) == 'r' then return redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return 0
-"""
-# ARGV: '1' to drop any claim, else '0' and the holder whose claim alone is dropped.
-_RELEASE = """
-local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, 1) == 'r' and (ARGV[1] == '1' or v == 'r' .. ARGV[2]) then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
-# A token applied once per counter: SET NX is the idempotency record, in the same script as the
-# INCRBY, so a crash can never split them.
-_ADD_ONCE = """
-if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then
-  local v = redis.call('INCRBY', KEYS[1], ARGV[1])
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return v
-end
-return tonumber(redis.call('GET', KEYS[1]) or '0')
-"""
-
-
 class RedisStore:
     """A Store in Redis at `url` (redis://, rediss://, unix://).
 
@@ -156,19 +66,29 @@ class RedisStore:
         plain, volatile = split_opt_in(url)
         self.allow_volatile = allow_volatile or volatile
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
+        self._failures = (TimeoutError, *self._errors)
         self._refused: type[BaseException] = redis.ResponseError
         self._redis: Any = redis.Redis.from_url(
             plain, socket_timeout=timeout, socket_connect_timeout=timeout)
         self._unchecked = not self.allow_volatile
         self._checking = asyncio.Lock()
-        self._claim = self._redis.register_script(_CLAIM)
-        self._release = self._redis.register_script(_RELEASE)
-        self._renew = self._redis.register_script(_RENEW)
-        self._add_once = self._redis.register_script(_ADD_ONCE)
-        self._put_new = self._redis.register_script(_PUT_NEW)
-        self._admit = self._redis.register_script(_ADMIT)
-        self._dismiss = self._redis.register_script(_DISMISS)
-        self._admitted = self._redis.register_script(_ADMITTED)
+        self._claim = self._redis.register_script(lua.CLAIM)
+        self._release = self._redis.register_script(lua.RELEASE)
+        self._renew = self._redis.register_script(lua.RENEW)
+        self._add_once = self._redis.register_script(lua.ADD_ONCE)
+        self._put_new = self._redis.register_script(lua.PUT_NEW)
+        self._admit = self._redis.register_script(lua.ADMIT)
+        self._dismiss = self._redis.register_script(lua.DISMISS)
+        self._admitted = self._redis.register_script(lua.ADMITTED)
+        self._claim_tracked = self._redis.register_script(lua.CLAIM_TRACKED)
+        self._renew_tracked = self._redis.register_script(lua.RENEW_TRACKED)
+        self._release_tracked = self._redis.register_script(lua.RELEASE_TRACKED)
+        self._lapsed = self._redis.register_script(lua.LAPSED)
+        self._channels = Channels()
+        self._pubsub: Any = None
+        self._listener: asyncio.Task[None] | None = None
+        self._subscribed: dict[str, float] = {}  # channel -> when it was last waited on
+        self._closed = False
         self._prefix = prefix
         self._timeout = timeout
         self._clock = clock
@@ -249,10 +169,19 @@ class RedisStore:
     def _ms(self, expires: float) -> int:
         return max(1, int((expires - self._clock()) * 1000))
 
-    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "") -> Claim:
+    def _index_keys(self, index: str) -> list[str]:
+        return [self._prefix + "ix:" + index, self._prefix + "ixe:" + index]
+
+    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "",
+                    index: str | None = None) -> Claim:
         ms = min(max(1, int(lease * 1000)), self._ms(expires))
-        found = await self._call("claim", self._claim(keys=[self._prefix + key],
-                                                      args=[ms, holder]))
+        if index is None:
+            found = await self._call("claim", self._claim(keys=[self._prefix + key],
+                                                          args=[ms, holder]))
+        else:
+            args: list[str | int] = [ms, repr(self._clock() + lease), repr(expires), key, holder]
+            found = await self._call("claim", self._claim_tracked(
+                keys=[self._prefix + key, *self._index_keys(index)], args=args))
         return NEW if found is None else _decode(found)
 
     async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
@@ -265,13 +194,78 @@ class RedisStore:
             keys=[self._prefix + key], args=[b"d" + outcome, self._ms(expires)]))
         return NEW if found is None else _decode(found)
 
-    async def renew(self, key: str, *, lease: float) -> bool:
+    async def renew(self, key: str, *, lease: float, index: str | None = None) -> bool:
         ms = max(1, int(lease * 1000))
-        return bool(await self._call("renew", self._renew(keys=[self._prefix + key], args=[ms])))
+        if index is None:
+            return bool(await self._call("renew", self._renew(keys=[self._prefix + key],
+                                                              args=[ms])))
+        keys = [self._prefix + key, self._index_keys(index)[0]]
+        return bool(await self._call("renew", self._renew_tracked(
+            keys=keys, args=[ms, repr(self._clock() + lease), key])))
 
-    async def release(self, key: str, *, holder: str | None = None) -> None:
-        args = ["1", ""] if holder is None else ["0", holder]
-        await self._call("release", self._release(keys=[self._prefix + key], args=args))
+    async def release(self, key: str, *, holder: str | None = None,
+                      index: str | None = None) -> None:
+        which = ["1", ""] if holder is None else ["0", holder]  # any claim, or holder's alone
+        if index is None:
+            await self._call("release", self._release(keys=[self._prefix + key], args=which))
+        else:
+            await self._call("release", self._release_tracked(
+                keys=[self._prefix + key, *self._index_keys(index)], args=[key, *which]))
+
+    async def lapsed(self, index: str, *, limit: int) -> list[str]:
+        found = await self._call("lapsed", self._lapsed(
+            keys=self._index_keys(index), args=[repr(self._clock()), limit, self._prefix]))
+        return [_text(key) for key in found]
+
+    async def purge(self, *, most: int) -> int:
+        return 0  # Redis expires its keys itself
+
+    async def notify(self, channel: str) -> None:
+        self._channels.wake(channel)  # this process's waiters at once
+        await self._call("notify", self._redis.publish(self._prefix + "c:" + channel, b"1"))
+
+    async def wait(self, channel: str, *, timeout: float) -> bool:
+        try:
+            if not self._closed:
+                await self._subscribe(channel)
+        except self._failures as exc:
+            log.debug("redis: cannot subscribe to %s (%r): waiting out %ss", channel, exc,
+                      timeout)
+        return await self._channels.wait(channel, timeout)
+
+    async def _subscribe(self, channel: str) -> None:
+        if channel not in self._subscribed:
+            if self._pubsub is None:
+                self._pubsub = self._redis.pubsub()
+            async with asyncio.timeout(self._timeout):
+                await self._pubsub.subscribe(self._prefix + "c:" + channel)
+        self._subscribed[channel] = time.monotonic()
+        if self._listener is None or self._listener.done():
+            self._listener = asyncio.get_running_loop().create_task(self._listen())
+
+    async def _listen(self) -> None:
+        """Wake this process's waiters on each message; drop channels idle for _LINGER."""
+        skip = len(self._prefix + "c:")
+        try:
+            while self._subscribed:
+                message = await self._pubsub.get_message(ignore_subscribe_messages=True,
+                                                         timeout=1.0)
+                if message is not None and message.get("type") == "message":
+                    self._channels.wake(_text(message["channel"])[skip:])
+                now = time.monotonic()
+                idle = [c for c, at in self._subscribed.items()
+                        if c not in self._channels and now - at > _LINGER]
+                for channel in idle:
+                    del self._subscribed[channel]
+                if idle:
+                    await self._pubsub.unsubscribe(*(self._prefix + "c:" + c for c in idle))
+        except self._failures as exc:  # waiters wait out their timeouts
+            log.warning("redis: notifications stopped (%r); subscribing again on next wait",
+                        exc)
+            self._subscribed.clear()
+            pubsub, self._pubsub = self._pubsub, None
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()
 
     async def get(self, key: str) -> Claim | None:
         found = await self._call("get", self._redis.get(self._prefix + key))
@@ -333,6 +327,16 @@ class RedisStore:
                 return bytes(found[1])
 
     async def aclose(self) -> None:
+        self._closed = True
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(BaseException):
+                await self._listener
+        if self._pubsub is not None:
+            with contextlib.suppress(Exception):
+                await self._pubsub.aclose()
+            self._pubsub = None
+        self._subscribed.clear()
         await self._redis.aclose()
 
 
@@ -367,19 +371,27 @@ def _decode(value: bytes) -> Claim:
 
 
 async def ready(store: Store | None) -> None:
-    """Check at start-up what a store checks before its first command (a Redis's persistence).
+    """Check at start-up what a store checks before its first command (a Redis's persistence,
+    a PostgreSQL's fsync).
 
     Raises ValueError (the reason names the setting) for a store that refuses to serve. One
     that does not answer yet is only warned about: it is checked again on first use.
     """
-    if isinstance(store, RedisStore):
-        try:
-            described = await store.check()
-        except StoreUnavailable as exc:
-            log.warning("cannot check the redis store now (%s): it is checked again before its "
-                        "first command", exc.reason)
-            return
-        log.info("redis store: %s", described)
-        if store.allow_volatile:
-            log.warning("redis store accepted without durable persistence (allow_volatile=1): "
-                        "a Redis restart forgets which rounds ran, and they run again")
+    from mrtr.stores._postgres import PostgresStore  # here: _postgres imports this module
+
+    if not isinstance(store, RedisStore | PostgresStore):
+        return
+    kind = "redis" if isinstance(store, RedisStore) else "postgresql"
+    try:
+        described = await store.check()
+    except StoreUnavailable as exc:
+        log.warning("cannot check the %s store now (%s): it is checked again before its "
+                    "first command", kind, exc.reason)
+        return
+    log.info("%s store: %s", kind, described)
+    if store.allow_volatile and kind == "redis":
+        log.warning("redis store accepted without durable persistence (allow_volatile=1): "
+                    "a Redis restart forgets which rounds ran, and they run again")
+    elif store.allow_volatile:
+        log.warning("postgresql store accepted without durable commits (allow_volatile=1): "
+                    "a crash of its machine can forget which rounds ran, and they run again")

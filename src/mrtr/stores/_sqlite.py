@@ -13,17 +13,21 @@
 # seconds. A timeout or any sqlite error is StoreUnavailable. A slot is a row of its own
 # ("\x00s:" key NUL member, count its weight: never a claim); admit sums a key's live rows by a
 # range of the primary key inside the batch's BEGIN IMMEDIATE, so no other process admits between.
+# Tracked leases are rows of their own table, indexed by (index, lease end): `lapsed` reads the
+# due ones in order, joined to their entries. Notifications reach this process only (Channels):
+# SQLite cannot wake another process, so waiters elsewhere find the state at their next look.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus, StoreUnavailable
+from mrtr.stores import _sqlite_sql as sql
+from mrtr.stores._local import Channels
+from mrtr.stores._store import NEW, RUNNING, Claim, StoreUnavailable
 from mrtr.stores._worker import Worker, settle
 
 __all__ = ["SQLiteStore"]
@@ -34,43 +38,6 @@ _Job = tuple[_Step, "asyncio.Future[Any]"]
 _Outcome = tuple[Any, BaseException | None]
 _SWEEP = 500
 _CHECKPOINT = 256  # inline commits between two checkpoints on the thread
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS mrtr_entries (key TEXT PRIMARY KEY, outcome BLOB,"
-    " lease_until REAL NOT NULL, expires REAL NOT NULL, count INTEGER, holder TEXT)"
-    " WITHOUT ROWID",
-    "CREATE INDEX IF NOT EXISTS mrtr_entries_expires ON mrtr_entries (expires)",
-)
-_SELECT = "SELECT outcome, lease_until, expires, count FROM mrtr_entries WHERE key = ?"
-# Claim in one statement: insert, or take over an entry that is absent in the Store's sense
-# (expired, a counter, a lapsed claim), or one this holder holds. No row changed: the entry
-# is live, and only then is it read (a replay or a duplicate, not the common path).
-_CLAIM = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count, holder)"
-          " VALUES (:key, NULL, :lease, :expires, NULL, :holder) ON CONFLICT (key) DO UPDATE"
-          " SET outcome = NULL, lease_until = :lease, expires = :expires, count = NULL,"
-          " holder = :holder WHERE NOT (expires > :now AND count IS NULL"
-          " AND (outcome IS NOT NULL OR lease_until > :now))"
-          " OR (:holder <> '' AND holder = :holder AND outcome IS NULL AND count IS NULL)")
-# An applied token: a DONE-like row (empty outcome); an expired one is taken over.
-_MARK = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
-         " VALUES (:key, X'', :lease, :expires, NULL) ON CONFLICT (key) DO UPDATE SET"
-         " outcome = X'', lease_until = :lease, expires = :expires, count = NULL"
-         " WHERE NOT expires > :now")
-_UPSERT = ("INSERT OR REPLACE INTO mrtr_entries (key, outcome, lease_until, expires, count)"
-           " VALUES (?, ?, ?, ?, ?)")
-_RENEW = ("UPDATE mrtr_entries SET lease_until = ? WHERE key = ? AND outcome IS NULL"
-          " AND count IS NULL AND lease_until > ? AND expires > ?")
-_RELEASE = "DELETE FROM mrtr_entries WHERE key = ? AND outcome IS NULL AND count IS NULL"
-_ABANDON = _RELEASE + " AND holder = ?"
-_INSERT_NEW = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
-               " VALUES (:key, :outcome, 0.0, :expires, NULL) ON CONFLICT (key) DO UPDATE SET"
-               " outcome = :outcome, lease_until = 0.0, expires = :expires, count = NULL"
-               " WHERE NOT (expires > :now AND count IS NULL"
-               " AND (outcome IS NOT NULL OR lease_until > :now))")
-_SLOTS = ("SELECT coalesce(sum(count), 0) FROM mrtr_entries WHERE key > ? AND key < ?"
-          " AND expires > ?")
-_REWEIGH = "UPDATE mrtr_entries SET count = ? WHERE key = ?"
-_DELETE_EXPIRED = ("DELETE FROM mrtr_entries WHERE key IN (SELECT key FROM mrtr_entries"
-                   " WHERE expires <= ? LIMIT ?)")
 
 
 class _Busy(Exception):
@@ -99,6 +66,7 @@ class SQLiteStore:
         self._handed = 0  # batches on the thread: later ones queue behind them, in order
         self._commits = 0
         self._thread = Worker("mrtr-sqlite")
+        self._channels = Channels()
 
     # -- group commit --------------------------------------------------------------------------
     async def _call(self, step: _Step) -> Any:
@@ -182,15 +150,15 @@ class SQLiteStore:
         done.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     def _sweep(self, db: sqlite3.Connection) -> None:
-        db.execute(_DELETE_EXPIRED, (self._clock(), _SWEEP))
+        db.execute(sql.DELETE_EXPIRED, (self._clock(), _SWEEP))
 
     # -- connections (opened on the thread) -----------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
             db = self._open(self._timeout)
-            for statement in _SCHEMA:
+            for statement in sql.SCHEMA:
                 db.execute(statement)
-            _add_holder(db)
+            sql.add_holder(db)
             inline = self._open(0.0)
             inline.execute("PRAGMA wal_autocheckpoint=0")  # the thread checkpoints
             self._db, self._inline = db, inline
@@ -221,69 +189,115 @@ class SQLiteStore:
                 time.sleep(0.005)
 
     # -- the Store protocol --------------------------------------------------------------------
-    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "") -> Claim:
+    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "",
+                    index: str | None = None) -> Claim:
         def step(db: sqlite3.Connection, now: float) -> Claim:
             values = {"key": key, "lease": now + lease, "expires": expires, "now": now,
                       "holder": holder}
-            if db.execute(_CLAIM, values).rowcount > 0:
+            if db.execute(sql.CLAIM, values).rowcount > 0:
+                if index is not None:
+                    db.execute(sql.TRACK, (index, key, now + lease, expires))
                 return NEW
             # Live when the upsert ran; a lapse since then reads as absent: report RUNNING so
             # the caller claims again rather than run unclaimed.
-            return _live(db.execute(_SELECT, (key,)).fetchone(), now) or RUNNING
+            return sql.live(db.execute(sql.SELECT, (key,)).fetchone(), now) or RUNNING
 
         claim: Claim = await self._call(step)
         return claim
 
     async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
         def step(db: sqlite3.Connection, now: float) -> None:
-            db.execute(_UPSERT, (key, bytes(outcome), 0.0, expires, None))
+            db.execute(sql.UPSERT, (key, bytes(outcome), 0.0, expires, None))
 
         await self._call(step)
 
     async def put_if_absent(self, key: str, outcome: bytes, *, expires: float) -> Claim:
         def step(db: sqlite3.Connection, now: float) -> Claim:
             values = {"key": key, "outcome": bytes(outcome), "expires": expires, "now": now}
-            if db.execute(_INSERT_NEW, values).rowcount > 0:
+            if db.execute(sql.INSERT_NEW, values).rowcount > 0:
                 return NEW
-            return _live(db.execute(_SELECT, (key,)).fetchone(), now) or RUNNING
+            return sql.live(db.execute(sql.SELECT, (key,)).fetchone(), now) or RUNNING
 
         claim: Claim = await self._call(step)
         return claim
 
-    async def renew(self, key: str, *, lease: float) -> bool:
+    async def renew(self, key: str, *, lease: float, index: str | None = None) -> bool:
         def step(db: sqlite3.Connection, now: float) -> bool:
-            return db.execute(_RENEW, (now + lease, key, now, now)).rowcount > 0
+            if db.execute(sql.RENEW, (now + lease, key, now, now)).rowcount == 0:
+                return False
+            if index is not None:
+                db.execute("UPDATE mrtr_leases SET until = ? WHERE name = ? AND key = ?",
+                           (now + lease, index, key))
+            return True
 
         return bool(await self._call(step))
 
-    async def release(self, key: str, *, holder: str | None = None) -> None:
-        sql, args = (_RELEASE, (key,)) if holder is None else (_ABANDON, (key, holder))
-        await self._call(lambda db, now: db.execute(sql, args))
+    async def release(self, key: str, *, holder: str | None = None,
+                      index: str | None = None) -> None:
+        def step(db: sqlite3.Connection, now: float) -> None:
+            if holder is None:
+                db.execute(sql.RELEASE, (key,))
+            else:
+                db.execute(sql.ABANDON, (key, holder))
+            if index is not None:
+                db.execute(sql.UNTRACK, (index, key))
+
+        await self._call(step)
+
+    async def lapsed(self, index: str, *, limit: int) -> list[str]:
+        def step(db: sqlite3.Connection, now: float) -> list[str]:
+            found: list[str] = []
+            for key, tracked, outcome, lease_until, expires, count in db.execute(
+                    sql.DUE, (index, now, limit)).fetchall():
+                if not now < tracked or expires is None or not now < expires or (
+                        outcome is not None or count is not None):
+                    db.execute(sql.UNTRACK, (index, key))  # expired, or done: nothing to adopt
+                elif now < lease_until:  # renewed without the index: look again then
+                    db.execute("UPDATE mrtr_leases SET until = ? WHERE name = ? AND key = ?",
+                               (lease_until, index, key))
+                else:
+                    found.append(key)
+            return found
+
+        found: list[str] = await self._call(step)
+        return found
+
+    async def purge(self, *, most: int) -> int:
+        def step(db: sqlite3.Connection, now: float) -> int:
+            return int(db.execute(sql.DELETE_EXPIRED, (now, most)).rowcount)
+
+        return int(await self._call(step))
+
+    async def notify(self, channel: str) -> None:
+        self._channels.wake(channel)
+
+    async def wait(self, channel: str, *, timeout: float) -> bool:
+        return await self._channels.wait(channel, timeout)
 
     async def get(self, key: str) -> Claim | None:
         def step(db: sqlite3.Connection, now: float) -> Claim | None:
-            return _live(db.execute(_SELECT, (key,)).fetchone(), now)
+            return sql.live(db.execute(sql.SELECT, (key,)).fetchone(), now)
 
         found: Claim | None = await self._call(step)
         return found
 
     async def add(self, key: str, amount: int, *, expires: float) -> int:
         def step(db: sqlite3.Connection, now: float) -> int:
-            count = _count(db.execute(_SELECT, (key,)).fetchone(), now) + amount
-            db.execute(_UPSERT, (key, None, 0.0, expires, count))
+            count = sql.count(db.execute(sql.SELECT, (key,)).fetchone(), now) + amount
+            db.execute(sql.UPSERT, (key, None, 0.0, expires, count))
             return count
 
         return int(await self._call(step))
 
     async def add_once(self, key: str, amount: int, *, token: str, expires: float) -> int:
         def step(db: sqlite3.Connection, now: float) -> int:
-            count = _count(db.execute(_SELECT, (key,)).fetchone(), now)
+            count = sql.count(db.execute(sql.SELECT, (key,)).fetchone(), now)
             mark = {"key": f"{key}\x00{token}", "lease": 0.0, "expires": expires, "now": now}
             db.execute("SAVEPOINT add_once")  # two writes: they stand or fall together
             try:
-                if db.execute(_MARK, mark).rowcount > 0:  # the token's first use: apply it
+                if db.execute(sql.MARK, mark).rowcount > 0:  # the token's first use: apply it
                     count += amount
-                    db.execute(_UPSERT, (key, None, 0.0, expires, count))
+                    db.execute(sql.UPSERT, (key, None, 0.0, expires, count))
             except BaseException:
                 db.execute("ROLLBACK TO add_once")
                 raise
@@ -298,16 +312,16 @@ class SQLiteStore:
         low, slot = "\x00s:" + key + "\x00", "\x00s:" + key + "\x00" + member
 
         def step(db: sqlite3.Connection, now: float) -> bool:
-            row = db.execute(_SELECT, (slot,)).fetchone()
+            row = db.execute(sql.SELECT, (slot,)).fetchone()
             held = row[3] if row is not None and now < row[2] else None  # its weight
             if held is not None and weight <= held:  # no heavier: it keeps its slot
                 if weight != held:
-                    db.execute(_REWEIGH, (weight, slot))
+                    db.execute(sql.REWEIGH, (weight, slot))
                 return True
-            total = db.execute(_SLOTS, (low, "\x00s:" + key + "\x01", now)).fetchone()[0]
+            total = db.execute(sql.SLOTS, (low, "\x00s:" + key + "\x01", now)).fetchone()[0]
             if total - (held or 0) + weight > limit or (held is None and not now < expires):
                 return False
-            db.execute(_UPSERT, (slot, None, 0.0, row[2] if held is not None else expires,
+            db.execute(sql.UPSERT, (slot, None, 0.0, row[2] if held is not None else expires,
                                  weight))
             return True
 
@@ -321,20 +335,20 @@ class SQLiteStore:
     async def admitted(self, key: str) -> int:
         def step(db: sqlite3.Connection, now: float) -> int:
             low, high = "\x00s:" + key + "\x00", "\x00s:" + key + "\x01"
-            return int(db.execute(_SLOTS, (low, high, now)).fetchone()[0])
+            return int(db.execute(sql.SLOTS, (low, high, now)).fetchone()[0])
 
         return int(await self._call(step))
 
     async def deliver(self, key: str, message: bytes, *, expires: float) -> None:
         def step(db: sqlite3.Connection, now: float) -> None:
-            db.execute(_UPSERT, ("\x00m:" + key, bytes(message), 0.0, expires, None))
+            db.execute(sql.UPSERT, ("\x00m:" + key, bytes(message), 0.0, expires, None))
 
         await self._call(step)
 
     async def collect(self, key: str, *, timeout: float) -> bytes | None:
         # Polled (5 ms, doubling to 50 ms): SQLite has no way to wake another process.
         def take(db: sqlite3.Connection, now: float) -> bytes | None:
-            row = db.execute(_SELECT, ("\x00m:" + key,)).fetchone()
+            row = db.execute(sql.SELECT, ("\x00m:" + key,)).fetchone()
             if row is None or row[0] is None or not now < row[2]:
                 return None
             db.execute("DELETE FROM mrtr_entries WHERE key = ?", ("\x00m:" + key,))
@@ -370,13 +384,6 @@ def _settle(jobs: list[_Job], outcomes: list[_Outcome]) -> None:
             for (_, future), (value, error) in zip(jobs, outcomes, strict=True)])
 
 
-def _add_holder(db: sqlite3.Connection) -> None:
-    """A file made before claims named their holder gets the column (maybe by two at once)."""
-    if all(row[1] != "holder" for row in db.execute("PRAGMA table_info(mrtr_entries)")):
-        with contextlib.suppress(sqlite3.OperationalError):  # another process added it
-            db.execute("ALTER TABLE mrtr_entries ADD COLUMN holder TEXT")
-
-
 def _checkpoint(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
@@ -384,16 +391,3 @@ def _checkpoint(db: sqlite3.Connection) -> None:
 def _locked(exc: sqlite3.OperationalError) -> bool:
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # extended codes: BUSY_RECOVERY, ...
     return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(exc)
-
-
-def _count(row: tuple[bytes | None, float, float, int | None] | None, now: float) -> int:
-    return row[3] if row is not None and row[3] is not None and now < row[2] else 0
-
-
-def _live(row: tuple[bytes | None, float, float, int | None] | None, now: float) -> Claim | None:
-    if row is None or not now < row[2] or row[3] is not None:
-        return None  # absent, expired, or a counter
-    outcome, lease_until = row[0], row[1]
-    if outcome is not None:
-        return Claim(ClaimStatus.DONE, bytes(outcome))
-    return RUNNING if now < lease_until else None

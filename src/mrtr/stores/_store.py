@@ -16,6 +16,14 @@
 # call is bounded by the store's timeout and raises StoreUnavailable instead of hanging: the
 # server fails closed (-32603, HTTP 503 with Retry-After, reason logged) rather than run
 # anything twice.
+# Tracked leases (#28): a claim made with `index=` joins that index, scored by its lease's end;
+# `renew` moves it, `release` drops it, and `lapsed` lists the keys whose holder stopped
+# renewing (a dead process's), earliest first, from the index alone (a sorted set, an indexed
+# table: never a scan of the store). The task sweep adopts what it lists. `purge` deletes
+# expired entries now (stores whose entries expire by themselves delete none). Notifications
+# are best effort and carry nothing: `notify` wakes the `wait` calls on a channel in every
+# process the store reaches (Redis: PUBLISH; Memory and SQLite: this process only), so a waiter
+# re-reads the state it waits for when woken and, slowly, at its timeouts.
 from __future__ import annotations
 
 import enum
@@ -59,12 +67,15 @@ RUNNING = Claim(ClaimStatus.RUNNING)
 class Store(Protocol):
     """Shared state for exactly-once rounds and `ctx.once`; any call may raise StoreUnavailable."""
 
-    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "") -> Claim:
+    async def claim(self, key: str, *, lease: float, expires: float, holder: str = "",
+                    index: str | None = None) -> Claim:
         """Atomically claim `key` for `lease` seconds unless it is held or done.
 
         `expires` (epoch seconds) bounds the entry's life, whatever happens next. `holder`
         names the claim: a claim by the same (non-empty) holder while it holds is NEW again,
-        with a new lease (a retried command whose first answer was lost).
+        with a new lease (a retried command whose first answer was lost). With `index`, a claim
+        that succeeds (NEW) also puts `key` in that index of tracked leases, scored by its
+        lease's end, until `expires` (see `lapsed`).
         """
         ...
 
@@ -80,15 +91,55 @@ class Store(Protocol):
         """
         ...
 
-    async def renew(self, key: str, *, lease: float) -> bool:
-        """Extend a RUNNING claim to `lease` seconds from now; False when it is not running."""
+    async def renew(self, key: str, *, lease: float, index: str | None = None) -> bool:
+        """Extend a RUNNING claim to `lease` seconds from now; False when it is not running.
+
+        With `index`, the key's score there moves to the new end of its lease (one step).
+        """
         ...
 
-    async def release(self, key: str, *, holder: str | None = None) -> None:
+    async def release(self, key: str, *, holder: str | None = None,
+                      index: str | None = None) -> None:
         """Drop a RUNNING claim (the work failed and may run again); a DONE entry stays.
 
         With `holder`, only a claim taken by that holder (an attempt whose answer was lost, so
-        its work never ran): a claim held by any other holder stays.
+        its work never ran): a claim held by any other holder stays. With `index`, `key` also
+        leaves that index (whatever its entry holds).
+        """
+        ...
+
+    async def lapsed(self, index: str, *, limit: int) -> list[str]:
+        """Up to `limit` keys of `index` whose lease lapsed, earliest first.
+
+        A lapsed key is neither held (its holder stopped renewing), nor done, nor expired:
+        keys found done or past their `expires` leave the index instead of being listed. A
+        listed key stays in the index until it is claimed again (with `index`) or released
+        (with `index`). Read from the index alone, in time that grows with `limit`, not with
+        the number of keys stored.
+        """
+        ...
+
+    async def purge(self, *, most: int) -> int:
+        """Delete up to `most` entries past their deadline now; how many went.
+
+        Expired entries already read as absent; this frees their room. A store whose entries
+        expire by themselves (Redis) returns 0.
+        """
+        ...
+
+    async def notify(self, channel: str) -> None:
+        """Wake every `wait(channel)` the store reaches (best effort: nothing is stored, and a
+        notification sent before a wait began is missed).
+
+        Redis reaches every process sharing it; Memory and SQLite reach this process only.
+        """
+        ...
+
+    async def wait(self, channel: str, *, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a `notify(channel)`; True when one came.
+
+        Never raises StoreUnavailable: a store that cannot listen returns False at the timeout
+        (the caller re-reads the state it waits for, as it does after any wake-up).
         """
         ...
 

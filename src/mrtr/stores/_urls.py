@@ -1,4 +1,5 @@
-"""Choose a store from a URL: `memory:`, `sqlite:///path`, `redis://host:port/db`."""
+"""Choose a store from a URL: `memory:`, `sqlite:///path`, `redis://host:port/db`,
+`postgresql://user@host/db`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ __all__ = ["ENV_STORE", "store_from_env", "store_from_url"]
 
 ENV_STORE = "MRTR_STORE"
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _MEMORY_OPTIONS = ("max_bytes", "max_entries")
 _SIZE = re.compile(r"(\d+)\s*([kmg]?)(i?b)?", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
@@ -35,7 +37,12 @@ def store_from_url(url: str) -> Store:
         from mrtr.stores._redis import RedisStore  # redis-py is an optional extra
 
         return RedisStore(url)
-    raise ValueError(f"unknown store URL {url!r}: use memory:, sqlite:///path or redis://host")
+    if url.startswith(_POSTGRES_SCHEMES):
+        from mrtr.stores._postgres import PostgresStore  # asyncpg is an optional extra
+
+        return PostgresStore(url)
+    raise ValueError(f"unknown store URL {url!r}: use memory:, sqlite:///path, redis://host "
+                     "or postgresql://host/db")
 
 
 def _memory_options(query: str) -> dict[str, int]:

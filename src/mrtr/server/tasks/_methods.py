@@ -4,6 +4,8 @@
 # finds the record under the caller's principal: an unknown id, an expired one and another
 # principal's all get the same -32602. A call on a task that can move (its runner died, answers
 # wait) resumes it here (TaskRunner.resume). `input_required` lists only keys still unanswered.
+# Answers and cancels ring the task's channel: a live runner, here or on another replica, waiting
+# for them in place wakes at once where the store's notifications reach it (#28).
 from __future__ import annotations
 
 import msgspec
@@ -62,6 +64,8 @@ class TaskMethods:
                      for key, response in params.input_responses.items() if key in record.open}
             for key, blob in blobs.items():
                 await book.answer(record, key, blob)
+            if blobs:
+                await book.ring(record.task_id)  # its live runner takes them, wherever it runs
             await self.runner.resume(record)
         return UpdateTaskResult(meta=self.runner.meta)
 
@@ -76,14 +80,18 @@ class TaskMethods:
         return CancelTaskResult(meta=self.runner.meta)
 
     async def _cancel_idle(self, record: TaskRecord) -> None:
-        """Settle a task nobody runs here; a runner elsewhere sees the flag at its next beat."""
+        """Settle a task nobody runs here; a runner elsewhere is rung, and its lease broken so
+        that its next renewal shows the cancel even where the ring does not reach."""
         runner = self.runner
-        if await runner.book.acquire(record):
-            fresh = await runner.book.load(record.task_id)
-            if fresh is None or fresh.terminal:
-                await runner.book.release(record.task_id)
-                return
-            await runner.settle(fresh, "cancelled")
+        if not await runner.book.acquire(record):
+            await runner.book.ring(record.task_id)
+            await runner.book.break_lease(record.task_id)
+            return
+        fresh = await runner.book.load(record.task_id)
+        if fresh is None or fresh.terminal:
+            await runner.book.release(record.task_id)
+            return
+        await runner.settle(fresh, "cancelled")
 
     async def _find(self, meta: RequestMeta, task_id: str, peer: Peer) -> TaskRecord:
         if not declares_tasks(meta):

@@ -9,6 +9,9 @@ and the live-task slots of each principal."""
 # rewrite an ended task; `load` reads the end first. Other writers get keys of their own: each
 # answer (`task:<id>:in:<key>`, first answer wins through `claim`) and the cancel flag. A lapsed
 # lease means the runner died: whoever claims it next resumes the task from the record's journal.
+# Run leases are tracked in the store's index LEASES (#28), so the sweep (_sweep.py) finds the
+# lapsed ones without a request and without a scan; `ring` and `bell` are the task's
+# notification channel (answers and cancels wake its runner; best effort, see Store.notify).
 # Live tasks are Store slots (`admit`), one per task under its principal's key, each lapsing with
 # its task's TTL: a task frees its slot when it ends, and at its deadline whatever happened (a
 # parked task nobody answers, a crash before the end was written); a refusal changes nothing.
@@ -42,6 +45,7 @@ __all__ = ["TaskBook", "TaskPolicy", "TaskRecord", "ended", "identity_of", "iso_
            "new_task_id", "plain_principal", "task_peer"]
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
+LEASES = "tasks:leases"  # the store index of run leases (Store.lapsed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +53,18 @@ class TaskPolicy:
     """How tasks live: `ttl_ms` from creation, `poll_interval_ms` suggested to clients,
     `max_live` unfinished tasks per authenticated principal, `max_live_anonymous` for all
     unauthenticated callers together (they have no identity to tell them apart; 0 keeps tasks
-    for authenticated callers), `lease` seconds a dead runner holds a task."""
+    for authenticated callers), `lease` seconds a dead runner holds a task (a live one renews
+    it every lease/3 seconds: one store operation), `hold` seconds a task waits for answers in
+    place, its coroutine suspended, before it parks (0: park at once, and replay on answers),
+    `sweep_every` seconds between two sweeps of a replica (None: lease/2)."""
 
     ttl_ms: int = 3_600_000
     poll_interval_ms: int = 500
     max_live: int = 100
-    lease: float = 10.0
+    lease: float = 30.0
     max_live_anonymous: int = 1000
+    hold: float = 3600.0
+    sweep_every: float | None = None
 
     def cap(self, principal: str | None) -> int:
         """The live-task cap that applies to `principal` (None: anonymous)."""
@@ -74,6 +83,7 @@ class TaskRecord(msgspec.Struct, kw_only=True):
     meta: JSONObject  # the creating request's `_meta` (capabilities the asks are checked against)
     status: str = "working"
     status_message: str | None = None
+    progress: float | None = None  # the last progress shown: a lower one is not (a replay's)
     created_at: float
     updated_at: float
     expires: float  # epoch seconds: the record and everything keyed on it are gone after
@@ -237,16 +247,37 @@ class TaskBook:
 
     # -- the run lease -------------------------------------------------------------------------
     async def acquire(self, record: TaskRecord) -> bool:
-        """Take the run lease; False when a live runner holds it."""
+        """Take the run lease (tracked in LEASES); False when a live runner holds it."""
         claim = await self.store.claim(f"task:{record.task_id}:run", lease=self.policy.lease,
-                                       expires=record.expires)
+                                       expires=record.expires, index=LEASES)
         return claim.status is ClaimStatus.NEW
 
     async def renew(self, task_id: str) -> bool:
-        return await self.store.renew(f"task:{task_id}:run", lease=self.policy.lease)
+        return await self.store.renew(f"task:{task_id}:run", lease=self.policy.lease,
+                                      index=LEASES)
 
     async def release(self, task_id: str) -> None:
+        await self.store.release(f"task:{task_id}:run", index=LEASES)
+
+    async def break_lease(self, task_id: str) -> None:
+        """Drop another runner's lease (a cancel): its next renewal fails, and it looks at the
+        cancel flag; the lease stays tracked, so the sweep settles the task if that runner
+        is dead."""
         await self.store.release(f"task:{task_id}:run")
+
+    async def lapsed(self, limit: int) -> list[str]:
+        """Up to `limit` ids of tasks whose runner stopped renewing its lease."""
+        keys = await self.store.lapsed(LEASES, limit=limit)
+        return [key[len("task:"):-len(":run")] for key in keys
+                if key.startswith("task:") and key.endswith(":run")]
+
+    async def ring(self, task_id: str) -> None:
+        """Wake the task's runner (an answer or a cancel came), wherever the store reaches."""
+        await self.store.notify("task:" + task_id)
+
+    async def bell(self, task_id: str, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for `ring(task_id)`; True when rung."""
+        return await self.store.wait("task:" + task_id, timeout=timeout)
 
     async def running(self, task_id: str) -> bool:
         return await self.store.get(f"task:{task_id}:run") is not None

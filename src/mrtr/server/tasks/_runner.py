@@ -7,6 +7,11 @@
 # in any process. A runner renews its lease while it runs, so a lapsed lease means a dead process:
 # the next `tasks/get`, `update` or `cancel` on any replica resumes the task (`ctx.once` replays
 # from the Store, so side effects do not repeat). Wire keys are unique over the task's lifetime.
+# While the runner lives, an ask waits for its answer in place instead (_live.py): replaying is
+# the recovery path, after a crash or a long wait (TaskPolicy.hold). The heartbeat renews the
+# lease every lease/3 seconds (one store operation, which also moves the lease in the store's
+# index) and otherwise sleeps on the task's channel: a cancel rings it (and breaks the lease, so
+# a store whose notifications do not reach here shows it at the next renewal).
 # A task ends once: the handler's outcome (or the cancel that stopped it) is written, shielded
 # from cancellation, through TaskBook.end, where the first end stored wins; a cancel arriving
 # after the handler returned changes nothing. Creation takes a slot first (refused: nothing
@@ -38,7 +43,7 @@ from mrtr.server._journal import FlowState
 from mrtr.server._peer import Peer
 from mrtr.server._results import checked_tool_result
 from mrtr.server._rounds import Round, RoundEngine
-from mrtr.server._sealing import Binding
+from mrtr.server.tasks._live import InTask, LiveWait, TaskRound, fresh_key
 from mrtr.server.tasks._records import (
     TaskBook,
     TaskRecord,
@@ -49,6 +54,7 @@ from mrtr.server.tasks._records import (
     plain_principal,
     task_peer,
 )
+from mrtr.server.tasks._sweep import TaskSweep
 
 __all__ = ["Invoke", "PreTask", "TaskRunner"]
 
@@ -68,49 +74,8 @@ class PreTask:
     async def begin(self) -> None:
         raise StartTask()
 
-    async def status(self, message: str) -> None:
+    async def status(self, message: str, progress: float | None = None) -> None:
         return None
-
-
-class _InTask:
-    """The hooks inside a task: `begin_task` is done; progress becomes the status message."""
-
-    def __init__(self, runner: TaskRunner, record: TaskRecord) -> None:
-        self._runner = runner
-        self._record = record
-
-    async def begin(self) -> None:
-        return None
-
-    async def status(self, message: str) -> None:
-        record = self._record
-        if record.status_message != message:
-            record.status_message = message
-            record.updated_at = self._runner.clock()
-            try:
-                await self._runner.book.save(record)
-            except LimitExceeded as exc:  # a status is not worth failing the task for
-                self._runner.log.warning("task %s: status not saved: %s", record.task_id, exc)
-
-
-class _TaskRound(Round):
-    """A Round that parks (records its asks) instead of sealing a requestState."""
-
-    __slots__ = ("parked",)
-
-    def __init__(self, engine: RoundEngine, flow: FlowState, deadline: float) -> None:
-        super().__init__(engine, flow, _never_sealed, deadline)
-        self.parked: dict[str, str] | None = None
-
-    def _suspend(self, asks: Mapping[str, Any], shapes: dict[str, str],
-                 state: Any) -> InputRequiredResult:
-        self.parked = dict(shapes)
-        self.flow.state = state
-        return InputRequiredResult(input_requests=dict(asks) if asks else UNSET)
-
-
-def _never_sealed() -> Binding:
-    raise AssertionError("a task round never seals a state")
 
 
 class TaskRunner:
@@ -204,6 +169,35 @@ class TaskRunner:
                 self.log.warning("task %s: taking over from a runner that died", record.task_id)
             self._start(fresh)
 
+    async def adopt(self, task_id: str) -> bool:
+        """Take over a task whose lease lapsed (the sweep); True when it now runs here.
+
+        The lease is taken first, so the decision is made holding it: an ended task's slot is
+        freed, a parked one stays parked, one that was running runs here from its journal.
+        """
+        record = await self.book.load(task_id)
+        if record is None:  # expired: nothing to adopt, only the index entry to drop
+            await self.book.release(task_id)
+            return False
+        if task_id in self.live or not await self.book.acquire(record):
+            return False
+        fresh = await self.book.load(task_id)
+        if fresh is None or fresh.terminal or (
+                fresh.status == "input_required" and not await self.book.answers(fresh)):
+            if fresh is not None and fresh.terminal:  # died between its end and its slot
+                await self.book.free(fresh.principal, task_id)
+            await self.book.release(task_id)
+            return False
+        self.log.warning("task %s: adopted by the sweep (its runner died)", task_id)
+        self._start(fresh)
+        return True
+
+    def sweeping(self) -> TaskSweep | None:
+        """The background sweep for this server (None when it has no task tools)."""
+        if not any(e.task is not None for e in self.server.tables.tools.values()):
+            return None
+        return TaskSweep(self)
+
     def stop(self, task_id: str, why: str) -> bool:
         """Cancel the coroutine running `task_id` here, if any; `why` is "cancel" or "lost"."""
         task = self.live.get(task_id)
@@ -240,17 +234,25 @@ class TaskRunner:
                 self.log.exception("task %s: could not record its end", record.task_id)
 
     async def _heartbeat(self, task_id: str) -> None:
-        """Renew the run lease and watch the cancel flag while the task runs here."""
-        every = min(self.book.policy.lease / 3, 1.0)
+        """Renew the run lease every lease/3 seconds; between renewals, sleep on the task's
+        channel, where a cancel rings (a cancel elsewhere also breaks the lease)."""
+        every = self.book.policy.lease / 3
+        due = time.monotonic() + every
         while True:
-            await asyncio.sleep(every)
+            rung = await self.book.bell(task_id, max(0.0, due - time.monotonic()))
             try:
-                if await self.book.cancelled(task_id):
-                    self.stop(task_id, "cancel")
-                    return
+                if rung:  # an answer (LiveWait takes it) or a cancel
+                    if await self.book.cancelled(task_id):
+                        self.stop(task_id, "cancel")
+                        return
+                    continue
+                due = time.monotonic() + every
                 if not await self.book.renew(task_id):
-                    self.log.warning("task %s: lost its lease, stopping here", task_id)
-                    self.stop(task_id, "lost")
+                    if await self.book.cancelled(task_id):
+                        self.stop(task_id, "cancel")
+                    else:
+                        self.log.warning("task %s: lost its lease, stopping here", task_id)
+                        self.stop(task_id, "lost")
                     return
             except ProtocolError as exc:  # StoreUnavailable: try again next beat
                 self.log.warning("task %s: heartbeat failed: %r", task_id, exc)
@@ -268,10 +270,15 @@ class TaskRunner:
         flow = record.flow
         flow.pending = {record.keys[w][0]: record.keys[w][1] for w in record.open}
         responses = {record.keys[w][0]: answer for w, answer in answers.items()}
-        round_ = _TaskRound(self.engine, flow, record.expires)
+        if answers:  # consumed by this run (journaled): no longer open
+            record.open = [w for w in record.open if w not in answers]
+            record.asked = {w: r for w, r in record.asked.items() if w not in answers}
+            record.status = "working"
+        waiter = LiveWait(self, record) if self.book.policy.hold > 0 else None
+        round_ = TaskRound(self.engine, flow, record.expires, waiter)
         ctx = round_.context(request_id=f"task:{record.task_id}", meta=_meta(record),
                              peer=task_peer(record), input_responses=responses)
-        ctx.task_hooks, ctx.task_id = _InTask(self, record), record.task_id
+        ctx.task_hooks, ctx.task_id = InTask(self, record), record.task_id
         try:
             out = await self._run(entry, round_, ctx, record.arguments)
         except (ProtocolError, StartTask) as exc:
@@ -298,13 +305,13 @@ class TaskRunner:
     async def _park(self, record: TaskRecord, consumed: Mapping[str, object],
                     parked: Mapping[str, str], out: InputRequiredResult) -> bool:
         requests = out.input_requests if out.input_requests is not UNSET else {}
-        still = {w: record.keys[w] for w in record.open if w not in consumed}
+        still = {w: record.keys[w] for w in record.open if w not in consumed}  # waited live
         opened: list[str] = []
         asked: dict[str, JSONObject] = {}
         for key, shape in parked.items():
             wire = next((w for w, ks in still.items() if ks == [key, shape]), None)
             if wire is None:
-                wire = _fresh_key(record.keys, key)
+                wire = fresh_key(record.keys, key)
                 record.keys[wire] = [key, shape]
             opened.append(wire)
             asked[wire] = msgspec.to_builtins(requests[key])
@@ -342,8 +349,10 @@ class TaskRunner:
             won = await self.book.end(failed, counted=False, working=working)
         if not won:
             self.log.info("task %s: already ended, %s not recorded", record.task_id, status)
-        await self.book.release(record.task_id)
+        # The slot first: a crash before the lease is released leaves it tracked, and the sweep,
+        # finding the task ended, frees the slot then.
         await self.book.free(record.principal, record.task_id)
+        await self.book.release(record.task_id)
         return won
 
 
@@ -355,16 +364,6 @@ class _End:
     def __init__(self, status: str, *, result: Any = None,
                  error: JSONObject | None = None) -> None:
         self.status, self.result, self.error = status, result, error
-
-
-def _fresh_key(keys: Mapping[str, object], key: str) -> str:
-    """`key`, or `key.N` when the task already used it (keys are never reused in a task)."""
-    if key not in keys:
-        return key
-    n = 2
-    while f"{key}.{n}" in keys:
-        n += 1
-    return f"{key}.{n}"
 
 
 def _meta(record: TaskRecord) -> RequestMeta:

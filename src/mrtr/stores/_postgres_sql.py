@@ -1,0 +1,207 @@
+"""The SQL of PostgresStore (_postgres.py): versioned migrations and the statements it runs."""
+
+# Design: keys, tokens and members are bytea (a Store key may hold NUL, which text refuses).
+# Every time is epoch seconds from the client's clock (double precision), as in the other
+# stores: deadlines are the flow's own. Claims and outcomes live in mrtr_entries (outcome NULL:
+# claimed until lease_until; not NULL: done); counters, applied tokens, slots and messages have
+# tables of their own, each with an index on `expires` for the bounded sweep. Tracked leases
+# are rows of mrtr_leases (index name, key, lease end, deadline) with an index on (name, until):
+# `lapsed` reads the due rows of one index by it, never the entries. The operations
+# that read after a conflict are plpgsql functions: one round trip, and in READ COMMITTED each
+# statement of a function sees what committed before it, so the read after an
+# INSERT .. ON CONFLICT (which locks the row it met) sees that row's latest version.
+# Migrations are numbered; mrtr_schema holds the highest applied. `migrate` takes a
+# transaction-scoped advisory lock first, so replicas starting together apply each one once.
+from __future__ import annotations
+
+__all__ = [
+    "ADD",
+    "ADMITTED",
+    "COMPLETE",
+    "DELIVER",
+    "DISMISS",
+    "GET",
+    "LOCK",
+    "MIGRATIONS",
+    "NOTIFY",
+    "PURGE",
+    "RELEASE",
+    "RELEASE_TRACKED",
+    "RENEW",
+    "RENEW_TRACKED",
+    "TABLES",
+    "TAKE",
+    "VERSION",
+]
+
+LOCK = 0x6D727472  # "mrtr": the advisory lock that serialises migrations
+
+_V1 = """
+CREATE TABLE IF NOT EXISTS mrtr_entries (
+    key bytea PRIMARY KEY, outcome bytea,
+    lease_until double precision NOT NULL, expires double precision NOT NULL, holder text);
+CREATE INDEX IF NOT EXISTS mrtr_entries_expires ON mrtr_entries (expires);
+CREATE TABLE IF NOT EXISTS mrtr_counters (
+    key bytea PRIMARY KEY, value bigint NOT NULL, expires double precision NOT NULL);
+CREATE INDEX IF NOT EXISTS mrtr_counters_expires ON mrtr_counters (expires);
+CREATE TABLE IF NOT EXISTS mrtr_tokens (
+    key bytea NOT NULL, token bytea NOT NULL, expires double precision NOT NULL,
+    PRIMARY KEY (key, token));
+CREATE INDEX IF NOT EXISTS mrtr_tokens_expires ON mrtr_tokens (expires);
+CREATE TABLE IF NOT EXISTS mrtr_slots (
+    key bytea NOT NULL, member bytea NOT NULL, weight bigint NOT NULL,
+    expires double precision NOT NULL, PRIMARY KEY (key, member));
+CREATE INDEX IF NOT EXISTS mrtr_slots_expires ON mrtr_slots (expires);
+CREATE TABLE IF NOT EXISTS mrtr_messages (
+    key bytea PRIMARY KEY, message bytea NOT NULL, expires double precision NOT NULL);
+CREATE INDEX IF NOT EXISTS mrtr_messages_expires ON mrtr_messages (expires);
+CREATE TABLE IF NOT EXISTS mrtr_leases (
+    name bytea NOT NULL, key bytea NOT NULL, until double precision NOT NULL,
+    expires double precision NOT NULL, PRIMARY KEY (name, key));
+CREATE INDEX IF NOT EXISTS mrtr_leases_until ON mrtr_leases (name, until);
+CREATE INDEX IF NOT EXISTS mrtr_leases_expires ON mrtr_leases (expires);
+
+-- NULL: the caller holds the claim now; 'r': held under a live lease; 'd' || outcome: done.
+-- With `ix` (not NULL), a NEW claim also joins that index of tracked leases. A claim by the
+-- holder `h` (not '') that holds it is NEW again (a retried claim whose answer was lost).
+CREATE OR REPLACE FUNCTION mrtr_claim(k bytea, lease double precision,
+                                      exp double precision, now double precision, ix bytea,
+                                      h text)
+RETURNS bytea LANGUAGE plpgsql AS $$
+DECLARE found_outcome bytea;
+BEGIN
+  INSERT INTO mrtr_entries AS e VALUES (k, NULL, now + lease, exp, h)
+  ON CONFLICT (key) DO UPDATE SET outcome = NULL, lease_until = EXCLUDED.lease_until,
+      expires = EXCLUDED.expires, holder = EXCLUDED.holder
+  WHERE NOT (e.expires > now AND (e.outcome IS NOT NULL OR e.lease_until > now))
+     OR (h <> '' AND e.holder = h AND e.outcome IS NULL);
+  IF FOUND THEN
+    IF ix IS NOT NULL THEN
+      INSERT INTO mrtr_leases VALUES (ix, k, now + lease, exp) ON CONFLICT (name, key)
+      DO UPDATE SET until = EXCLUDED.until, expires = EXCLUDED.expires;
+    END IF;
+    RETURN NULL;
+  END IF;
+  SELECT outcome INTO found_outcome FROM mrtr_entries WHERE key = k;
+  IF found_outcome IS NULL THEN RETURN '\\x72'::bytea; END IF;
+  RETURN '\\x64'::bytea || found_outcome;
+END $$;
+
+CREATE OR REPLACE FUNCTION mrtr_put_if_absent(k bytea, value bytea, exp double precision,
+                                              now double precision)
+RETURNS bytea LANGUAGE plpgsql AS $$
+DECLARE found_outcome bytea;
+BEGIN
+  INSERT INTO mrtr_entries AS e VALUES (k, value, 0.0, exp)
+  ON CONFLICT (key) DO UPDATE SET outcome = EXCLUDED.outcome, lease_until = 0.0,
+      expires = EXCLUDED.expires
+  WHERE NOT (e.expires > now AND (e.outcome IS NOT NULL OR e.lease_until > now));
+  IF FOUND THEN RETURN NULL; END IF;
+  SELECT outcome INTO found_outcome FROM mrtr_entries WHERE key = k;
+  IF found_outcome IS NULL THEN RETURN '\\x72'::bytea; END IF;
+  RETURN '\\x64'::bytea || found_outcome;
+END $$;
+
+-- The token is the idempotency record, written in the same transaction as the addition.
+CREATE OR REPLACE FUNCTION mrtr_add_once(k bytea, amount bigint, t bytea,
+                                         exp double precision, now double precision)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE total bigint;
+BEGIN
+  INSERT INTO mrtr_tokens AS o VALUES (k, t, exp)
+  ON CONFLICT (key, token) DO UPDATE SET expires = EXCLUDED.expires WHERE o.expires <= now;
+  IF FOUND THEN
+    INSERT INTO mrtr_counters AS c VALUES (k, amount, exp)
+    ON CONFLICT (key) DO UPDATE SET
+        value = CASE WHEN c.expires > now THEN c.value + amount ELSE amount END,
+        expires = EXCLUDED.expires
+    RETURNING value INTO total;
+    RETURN total;
+  END IF;
+  SELECT value INTO total FROM mrtr_counters WHERE key = k AND expires > now;
+  RETURN coalesce(total, 0);
+END $$;
+
+-- One key's slots: a transaction-scoped advisory lock on the key serialises admits to it
+-- (two new members racing could each see room otherwise); lapsed members weigh nothing.
+CREATE OR REPLACE FUNCTION mrtr_admit(k bytea, m bytea, lim bigint, exp double precision,
+                                      w bigint, now double precision)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE held bigint; total bigint;
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtextextended(encode(k, 'base64'), 7));
+  SELECT weight INTO held FROM mrtr_slots WHERE key = k AND member = m AND expires > now;
+  IF held IS NOT NULL AND w <= held THEN
+    IF w <> held THEN UPDATE mrtr_slots SET weight = w WHERE key = k AND member = m; END IF;
+    RETURN true;
+  END IF;
+  SELECT coalesce(sum(weight), 0) INTO total FROM mrtr_slots WHERE key = k AND expires > now;
+  IF total - coalesce(held, 0) + w > lim OR (held IS NULL AND NOT now < exp) THEN
+    RETURN false;
+  END IF;
+  IF held IS NULL THEN
+    INSERT INTO mrtr_slots AS s VALUES (k, m, w, exp)
+    ON CONFLICT (key, member) DO UPDATE SET weight = EXCLUDED.weight, expires = EXCLUDED.expires;
+  ELSE
+    UPDATE mrtr_slots SET weight = w WHERE key = k AND member = m;
+  END IF;
+  RETURN true;
+END $$;
+
+-- The keys of index `ix` whose lease lapsed, earliest first: done and expired ones leave the
+-- index, one renewed without the index moves to its lease's end.
+CREATE OR REPLACE FUNCTION mrtr_lapsed(ix bytea, lim integer, now double precision)
+RETURNS SETOF bytea LANGUAGE plpgsql AS $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT l.key, l.expires AS tracked, e.outcome, e.lease_until, e.expires
+           FROM mrtr_leases AS l LEFT JOIN mrtr_entries AS e ON e.key = l.key
+           WHERE l.name = ix AND l.until <= now ORDER BY l.until LIMIT lim
+           FOR UPDATE OF l SKIP LOCKED LOOP
+    IF NOT now < r.tracked OR r.expires IS NULL OR NOT now < r.expires
+       OR r.outcome IS NOT NULL THEN
+      DELETE FROM mrtr_leases WHERE name = ix AND key = r.key;
+    ELSIF now < r.lease_until THEN
+      UPDATE mrtr_leases SET until = r.lease_until WHERE name = ix AND key = r.key;
+    ELSE
+      RETURN NEXT r.key;
+    END IF;
+  END LOOP;
+END $$;
+"""
+
+GET = "SELECT outcome, lease_until, expires FROM mrtr_entries WHERE key = $1"
+COMPLETE = ("INSERT INTO mrtr_entries VALUES ($1, $2, 0.0, $3) ON CONFLICT (key) DO UPDATE"
+            " SET outcome = EXCLUDED.outcome, lease_until = 0.0, expires = EXCLUDED.expires")
+RENEW = ("UPDATE mrtr_entries SET lease_until = $2 + $3 WHERE key = $1 AND outcome IS NULL"
+         " AND lease_until > $2 AND expires > $2 RETURNING 1")
+RENEW_TRACKED = ("WITH r AS (UPDATE mrtr_entries SET lease_until = $2 + $3 WHERE key = $1"
+                 " AND outcome IS NULL AND lease_until > $2 AND expires > $2"
+                 " RETURNING key, expires) INSERT INTO mrtr_leases"
+                 " SELECT $4, key, $2 + $3, expires FROM r ON CONFLICT (name, key)"
+                 " DO UPDATE SET until = EXCLUDED.until RETURNING 1")
+# $2 (a holder, or NULL for any): only that holder's claim goes.
+RELEASE = ("DELETE FROM mrtr_entries WHERE key = $1 AND outcome IS NULL"
+           " AND ($2::text IS NULL OR holder = $2::text)")
+RELEASE_TRACKED = ("WITH r AS (DELETE FROM mrtr_entries WHERE key = $1 AND outcome IS NULL"
+                   " AND ($3::text IS NULL OR holder = $3::text))"
+                   " DELETE FROM mrtr_leases WHERE name = $2 AND key = $1")
+ADD = ("INSERT INTO mrtr_counters AS c VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE SET"
+       " value = CASE WHEN c.expires > $4 THEN c.value + $2 ELSE $2 END,"
+       " expires = EXCLUDED.expires RETURNING value")
+DISMISS = "DELETE FROM mrtr_slots WHERE key = $1 AND member = $2"
+ADMITTED = "SELECT coalesce(sum(weight), 0) FROM mrtr_slots WHERE key = $1 AND expires > $2"
+# The message and its notification commit together: a waiter woken finds it.
+DELIVER = ("WITH put AS (INSERT INTO mrtr_messages VALUES ($1, $2, $3) ON CONFLICT (key)"
+           " DO UPDATE SET message = EXCLUDED.message, expires = EXCLUDED.expires"
+           " RETURNING 1) SELECT pg_notify($4, $5) FROM put")
+TAKE = "DELETE FROM mrtr_messages WHERE key = $1 RETURNING message, expires"
+NOTIFY = "SELECT pg_notify($1, $2)"
+TABLES = ("mrtr_entries", "mrtr_counters", "mrtr_tokens", "mrtr_slots", "mrtr_messages",
+          "mrtr_leases")
+# One table's expired rows, at most $2 of them (names from TABLES only, never from input).
+PURGE = ("DELETE FROM {table} WHERE ctid IN (SELECT ctid FROM {table} WHERE expires <= $1"
+         " LIMIT $2)")
+
+MIGRATIONS: tuple[str, ...] = (_V1,)
+VERSION = len(MIGRATIONS)

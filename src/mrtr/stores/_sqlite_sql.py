@@ -1,0 +1,98 @@
+"""The SQL statements of SQLiteStore (_sqlite.py), one table of entries, one of leases."""
+
+# Design: see _sqlite.py; every statement is parameterised, none is built from input. The
+# helpers at the end read an entry's row (outcome, lease_until, expires, count) as the Store
+# protocol does, and bring an older file up to date.
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+
+from mrtr.stores._store import RUNNING, Claim, ClaimStatus
+
+__all__ = [
+    "ABANDON",
+    "add_holder",
+    "count",
+    "live",
+    "CLAIM",
+    "DELETE_EXPIRED",
+    "DUE",
+    "INSERT_NEW",
+    "MARK",
+    "RELEASE",
+    "RENEW",
+    "REWEIGH",
+    "SCHEMA",
+    "SELECT",
+    "SLOTS",
+    "TRACK",
+    "UNTRACK",
+    "UPSERT",
+]
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS mrtr_entries (key TEXT PRIMARY KEY, outcome BLOB,"
+    " lease_until REAL NOT NULL, expires REAL NOT NULL, count INTEGER, holder TEXT)"
+    " WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS mrtr_entries_expires ON mrtr_entries (expires)",
+    "CREATE TABLE IF NOT EXISTS mrtr_leases (name TEXT NOT NULL, key TEXT NOT NULL,"
+    " until REAL NOT NULL, expires REAL NOT NULL, PRIMARY KEY (name, key)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS mrtr_leases_until ON mrtr_leases (name, until)",
+)
+TRACK = "INSERT OR REPLACE INTO mrtr_leases (name, key, until, expires) VALUES (?, ?, ?, ?)"
+UNTRACK = "DELETE FROM mrtr_leases WHERE name = ? AND key = ?"
+DUE = ("SELECT l.key, l.expires, e.outcome, e.lease_until, e.expires, e.count FROM mrtr_leases"
+       " AS l LEFT JOIN mrtr_entries AS e ON e.key = l.key WHERE l.name = ? AND l.until <= ?"
+       " ORDER BY l.until LIMIT ?")
+SELECT = "SELECT outcome, lease_until, expires, count FROM mrtr_entries WHERE key = ?"
+# Claim in one statement: insert, or take over an entry that is absent in the Store's sense
+# (expired, a counter, a lapsed claim), or one this holder holds. No row changed: the entry
+# is live, and only then is it read (a replay or a duplicate, not the common path).
+CLAIM = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count, holder)"
+         " VALUES (:key, NULL, :lease, :expires, NULL, :holder) ON CONFLICT (key) DO UPDATE"
+         " SET outcome = NULL, lease_until = :lease, expires = :expires, count = NULL,"
+         " holder = :holder WHERE NOT (expires > :now AND count IS NULL"
+         " AND (outcome IS NOT NULL OR lease_until > :now))"
+         " OR (:holder <> '' AND holder = :holder AND outcome IS NULL AND count IS NULL)")
+# An applied token: a DONE-like row (empty outcome); an expired one is taken over.
+MARK = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
+         " VALUES (:key, X'', :lease, :expires, NULL) ON CONFLICT (key) DO UPDATE SET"
+         " outcome = X'', lease_until = :lease, expires = :expires, count = NULL"
+         " WHERE NOT expires > :now")
+UPSERT = ("INSERT OR REPLACE INTO mrtr_entries (key, outcome, lease_until, expires, count)"
+           " VALUES (?, ?, ?, ?, ?)")
+RENEW = ("UPDATE mrtr_entries SET lease_until = ? WHERE key = ? AND outcome IS NULL"
+          " AND count IS NULL AND lease_until > ? AND expires > ?")
+RELEASE = "DELETE FROM mrtr_entries WHERE key = ? AND outcome IS NULL AND count IS NULL"
+ABANDON = RELEASE + " AND holder = ?"  # only the claim this holder took
+INSERT_NEW = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
+               " VALUES (:key, :outcome, 0.0, :expires, NULL) ON CONFLICT (key) DO UPDATE SET"
+               " outcome = :outcome, lease_until = 0.0, expires = :expires, count = NULL"
+               " WHERE NOT (expires > :now AND count IS NULL"
+               " AND (outcome IS NOT NULL OR lease_until > :now))")
+SLOTS = ("SELECT coalesce(sum(count), 0) FROM mrtr_entries WHERE key > ? AND key < ?"
+          " AND expires > ?")
+REWEIGH = "UPDATE mrtr_entries SET count = ? WHERE key = ?"
+DELETE_EXPIRED = ("DELETE FROM mrtr_entries WHERE key IN (SELECT key FROM mrtr_entries"
+                   " WHERE expires <= ? LIMIT ?)")
+
+
+def add_holder(db: sqlite3.Connection) -> None:
+    """A file made before claims named their holder gets the column (maybe by two at once)."""
+    if all(row[1] != "holder" for row in db.execute("PRAGMA table_info(mrtr_entries)")):
+        with contextlib.suppress(sqlite3.OperationalError):  # another process added it
+            db.execute("ALTER TABLE mrtr_entries ADD COLUMN holder TEXT")
+
+
+def count(row: tuple[bytes | None, float, float, int | None] | None, now: float) -> int:
+    return row[3] if row is not None and row[3] is not None and now < row[2] else 0
+
+
+def live(row: tuple[bytes | None, float, float, int | None] | None, now: float) -> Claim | None:
+    if row is None or not now < row[2] or row[3] is not None:
+        return None  # absent, expired, or a counter
+    outcome, lease_until = row[0], row[1]
+    if outcome is not None:
+        return Claim(ClaimStatus.DONE, bytes(outcome))
+    return RUNNING if now < lease_until else None
