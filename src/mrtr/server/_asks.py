@@ -35,6 +35,7 @@ from mrtr.protocol import (
     Root,
     decode_input_response,
 )
+from mrtr.server._capabilities import FORM_NEEDS, ROOTS_NEEDS, URL_NEEDS
 from mrtr.server._deferred import Deferred
 
 __all__ = [
@@ -48,12 +49,10 @@ __all__ = [
     "Reask",
     "Settler",
     "Suspend",
-    "capability_missing",
     "decode_elicit",
     "dropped_message",
     "form_spec",
     "request_shape",
-    "required_capability",
     "resolve_roots",
     "resolve_sample",
     "roots_spec",
@@ -285,9 +284,6 @@ def dropped_message(asks: Sequence[Ask[Any]]) -> str:
 
 
 # -- shapes and specs ---------------------------------------------------------------------------
-_FORM_NEEDS: dict[str, object] = {"elicitation": {"form": {}}}
-_URL_NEEDS: dict[str, object] = {"elicitation": {"url": {}}}
-_ROOTS_NEEDS: dict[str, object] = {"roots": {}}
 
 
 def _digest(parts: object) -> str:
@@ -306,7 +302,7 @@ def form_spec(message: str, schema: dict[str, object], schema_digest: str) -> As
     request = ElicitRequest(
         params=ElicitRequestParams(mode="form", message=message, requested_schema=schema)
     )
-    return AskSpec(request, _form_shape(schema_digest, message), _FORM_NEEDS)
+    return AskSpec(request, _form_shape(schema_digest, message), FORM_NEEDS)
 
 
 @functools.lru_cache(maxsize=1024)  # a pure memo: most forms ask the same text every round
@@ -322,7 +318,7 @@ def schema_digest(schema: dict[str, object]) -> str:
 def url_spec(message: str, url: str) -> AskSpec:
     """A URL-mode elicitation."""
     request = ElicitRequest(params=ElicitRequestParams(mode="url", message=message, url=url))
-    return AskSpec(request, _digest(("url", message, url)), _URL_NEEDS)
+    return AskSpec(request, _digest(("url", message, url)), URL_NEEDS)
 
 
 def sampling_spec(params: CreateMessageRequestParams) -> AskSpec:
@@ -332,7 +328,7 @@ def sampling_spec(params: CreateMessageRequestParams) -> AskSpec:
     return AskSpec(CreateMessageRequest(params=params), _digest(("sampling", params)), needs)
 
 
-_ROOTS = AskSpec(ListRootsRequest(), _digest(("roots",)), _ROOTS_NEEDS)
+_ROOTS = AskSpec(ListRootsRequest(), _digest(("roots",)), ROOTS_NEEDS)
 
 
 def roots_spec() -> AskSpec:
@@ -365,39 +361,3 @@ def _typed(method: str, raw: object, cls: type[T]) -> T:
     if not isinstance(value, cls):
         raise Reask("The previous answer was malformed.")
     return value
-
-
-def capability_missing(declared: object, needed: dict[str, object]) -> bool:
-    """True when the client's declared capabilities lack what `needed` asks for.
-
-    `{"elicitation": {}}` is form support (spec: client/elicitation); `{"elicitation": {"url": {}}}`
-    alone does not.
-    """
-    if not isinstance(declared, msgspec.Struct | dict):
-        return True
-    for name, sub in needed.items():
-        # The capabilities Struct's fields are single words, so attribute == wire name.
-        have = (declared.get(name) if isinstance(declared, dict)
-                else getattr(declared, name, None))
-        if not isinstance(have, dict):
-            return True
-        if name == "elicitation" and isinstance(sub, dict) and "form" in sub:
-            if have and "form" not in have:
-                return True
-            continue
-        if isinstance(sub, dict):
-            for inner in sub:
-                if not isinstance(have.get(inner), dict):
-                    return True
-    return False
-
-
-def required_capability(request: InputRequest) -> dict[str, object]:
-    """The client capability an input request needs: elicitation (form, url), sampling, roots."""
-    if isinstance(request, ElicitRequest):
-        return _URL_NEEDS if request.params.mode == "url" else _FORM_NEEDS
-    if isinstance(request, CreateMessageRequest):
-        params = request.params
-        uses_tools = params.tools is not msgspec.UNSET or params.tool_choice is not msgspec.UNSET
-        return {"sampling": {"tools": {}} if uses_tools else {}}
-    return _ROOTS_NEEDS

@@ -33,7 +33,8 @@ import msgspec
 
 from mrtr.errors import InvalidRequestState, MrtrError
 from mrtr.protocol import CallToolResult, Implementation, TextContent
-from mrtr.server._asks import Ask, capability_missing
+from mrtr.server._asks import Ask
+from mrtr.server._capabilities import capability_missing
 from mrtr.server._probe import current_probe
 from mrtr.server._sealing import Binding, Sealer, digest_arguments
 from mrtr.stores import ClaimStatus, MemoryStore

@@ -33,15 +33,8 @@ from mrtr.protocol import (
     RequestMeta,
     UnsetType,
 )
-from mrtr.server._asks import (
-    Ask,
-    Reask,
-    Suspend,
-    capability_missing,
-    dropped_message,
-    request_shape,
-    required_capability,
-)
+from mrtr.server._asks import Ask, Reask, Suspend, dropped_message, request_shape
+from mrtr.server._capabilities import capability_missing, required_capability
 from mrtr.server._completions import RETRY_HINT_KEY, Completions, NotYet
 from mrtr.server._consent import NATIVE, ConsentGate, Grant
 from mrtr.server._context import Context
