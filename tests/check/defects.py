@@ -3,7 +3,8 @@
 Clean, it follows every rule `mrtr check` knows: HMAC-signed requestState bound to tool,
 arguments and expiry, header and Origin checks, a body limit, 405 on GET, SSE replies with
 `X-Accel-Buffering: no`, an error naming 2026-07-28 for a 2025 `initialize`. Each defect breaks
-exactly one rule. The `book` tool has the TypeScript SDK's shape: round 1 asks without a state,
+one rule (`late-unverified`, a MAC never checked, breaks the two it defeats: tamper, integrity).
+The `book` tool has the TypeScript SDK's shape: round 1 asks without a state,
 round 2 mints the first requestState, round 3 books (and counts the booking: `effects`). The
 PROFILE_DEFECTS break one client profile each. Also runnable over stdio:
 `python -m tests.check.defects --stdio DEFECT...`.

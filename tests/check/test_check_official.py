@@ -1,6 +1,7 @@
 """`mrtr check` against servers built with the official Python SDK from PyPI: `mcp` 1.x
 (2025-only) and `mcp` 2.3.0 (2026-07-28, stateless and stateful HTTP, stdio), and FastMCP 4.2.3
-(HTTP, stdio), each in its own virtualenv: every verdict matches a recorded expectation file
+(HTTP, stdio), each in its own virtualenv, and the TypeScript SDK 2.4.0 (HTTP, its own
+node_modules, tests/check/ts_sdk.py): every verdict matches a recorded expectation file
 (tests/check/expected/*.json: rule -> statuses and, for skips and failures, why), so there
 are no knock-on FAILs and no 10 s stalls. Set MRTR_RECORD_EXPECTED=1 to re-record after a
 deliberate change (then read the diff)."""
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from mrtr.check import Options, Report, run
+from tests.check.ts_sdk import ts_sdk_argv
 from tests.client.test_interop_mcp1 import SERVER, http_server, mcp1_python
 from tests.transports.conftest import free_port
 
@@ -151,3 +153,13 @@ def test_fastmcp_4_server_over_stdio(fastmcp_python: Path) -> None:
                                     call_tools=True))
     matches("fastmcp4-stdio", report)
     assert seconds < 20, seconds
+
+
+def test_typescript_sdk_server_over_http() -> None:
+    """The shared bench harness's server on the official TypeScript SDK 2.4.0 (echo, and the
+    2- and 3-round greet and deploy: round 1 mints no state, later rounds an HMAC'd one)."""
+    port = free_port()
+    with serving(ts_sdk_argv(port), port) as url:
+        report, seconds = check(Options(url, call_tools=True))
+    matches("ts-sdk-http", report)
+    assert seconds < 10, seconds

@@ -39,6 +39,21 @@ def test_a_state_first_minted_on_round_2_is_tested_and_fails(defect: str, rule: 
     assert any("round 3 state" in f.detail for f in of(clean, "sealed.tamper", "book"))
 
 
+def test_a_signed_token_with_a_readable_payload_is_forged_not_called_opaque() -> None:
+    """`<base64url JSON>.<mac>` (the TypeScript SDK codec's and a JWT's shape) is not opaque:
+    its payload is rewritten with the old MAC kept, so a server that never checks the MAC
+    fails sealed.integrity, and one that does passes it on the forgery, not on "opaque"."""
+    with LiveServer(App("late-unverified")) as server:
+        report = check(Options(server.url, allow_tools=["book"], only=["sealed.integrity"]))
+    round3 = [f for f in of(report, "sealed.integrity", "book") if "round 3" in f.detail]
+    assert [f.status for f in round3] == ["fail"], report.findings
+    assert "a token with a readable payload" in round3[0].detail
+    with LiveServer(App()) as server:
+        clean = check(Options(server.url, allow_tools=["book"], only=["sealed.integrity"]))
+    details = [f.detail for f in of(clean, "sealed.integrity", "book")]
+    assert details and all(d.endswith("rejected (error -32602)") for d in details), details
+
+
 def test_replay_with_an_effects_probe_tells_a_rerun_from_a_stored_outcome() -> None:
     options = dict(allow_tools=["book"], only=["sealed.replay"], effects_probe="effects")
     with LiveServer(App()) as server:  # re-runs a replayed final round (like a restart)

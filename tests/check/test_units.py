@@ -10,7 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrtr.check import RULES, Finding, Report, as_table
-from mrtr.check._sealed import _encode_like, _replace, readable, variants
+from mrtr.check._flows import Flow
+from mrtr.check._probe import Exchange
+from mrtr.check._rules import rule
+from mrtr.check._sealed import _encode_like, _replace, next_question, readable, variants, verdict
 from mrtr.check._values import answer, arguments, other_arguments
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "check.md"
@@ -107,3 +110,34 @@ def test_27_folded_findings_without_a_tool_say_no_tool_count_and_no_empty_subjec
     one = [Finding("sealed.tamper", "pass", "flipped: rejected", "a"),
            Finding("sealed.tamper", "pass", "truncated: rejected", "a")]
     assert "2 pass over 1 tool; e.g. a: flipped: rejected" in as_table(Report("x", one, 2))
+
+
+def _asks(*keys: str) -> Exchange:
+    requests = {k: {"method": "elicitation/create", "params": {}} for k in keys}
+    return Exchange(response={"jsonrpc": "2.0", "id": 1, "result": {
+        "resultType": "input_required", "inputRequests": requests, "requestState": "s"}})
+
+
+def test_a_probe_that_moves_on_to_the_next_question_was_accepted() -> None:
+    """The TypeScript SDK's deploy (env, then confirm): its round-2 state replayed for other
+    arguments asks `confirm`, the genuine next question, so the state was taken, not refused;
+    asking `env` again (a restart) stays a warning; a MUST rule's acceptance is a FAIL."""
+    flow = Flow("deploy", {"service": "web"}, {},
+                params=[{}, {"requestState": "a"}, {"requestState": "b"}],
+                replies=[_asks("env"), _asks("confirm"), Exchange(response={"result": {}})])
+    assert next_question(flow, 2) == {"confirm"}
+    assert next_question(flow, 3) == frozenset()  # the final round asks nothing
+    moved = verdict("sealed.bound-arguments", _asks("confirm"), "round 2 state", "deploy",
+                    next_question(flow, 2))
+    assert (moved.status, moved.detail) == (
+        "fail", "round 2 state: accepted, the server moved on to the next question (confirm)")
+    assert rule("sealed.bound-arguments").judged(moved.status) == "warn"  # a SHOULD
+    again = verdict("sealed.bound-arguments", _asks("env"), "round 2 state", "deploy",
+                    next_question(flow, 2))
+    assert (again.status, again.detail) == ("warn", "round 2 state: asked again instead of "
+                                                    "rejecting")
+    tampered = verdict("sealed.tamper", _asks("confirm"), "x", "deploy", next_question(flow, 2))
+    assert rule("sealed.tamper").judged(tampered.status) == "fail"  # a MUST
+    assert verdict("sealed.tamper", _asks("confirm"), "x", "deploy").status == "warn"
+    looping = Flow("ask", {}, {}, params=[{}, {}], replies=[_asks("n"), _asks("n")])
+    assert next_question(looping, 2) == frozenset()  # the same key again cannot tell

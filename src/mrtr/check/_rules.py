@@ -84,8 +84,8 @@ _CATALOGUE: tuple[Rule, ...] = (
          "Protect the state with an AEAD or MAC and answer -32602 when it does not verify.",
          calls_tools=True),
     Rule("sealed.integrity", "A readable requestState cannot be forged",
-         "A state the client can read and rewrite (plain or base64 JSON) lets it change what the "
-         "server believes it asked or was told.",
+         "A state the client can read and rewrite (plain or base64 JSON, or a token whose MAC "
+         "is not checked) lets it change what the server believes it asked or was told.",
          "Seal the state (AEAD) or sign it (MAC) and verify before use.", calls_tools=True),
     Rule("sealed.bound-arguments", "requestState is bound to the tool's arguments",
          "A state minted for one set of arguments replayed with others lets a client reuse an "

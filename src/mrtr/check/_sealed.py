@@ -3,13 +3,17 @@
 # Design: every probe re-sends a round that echoed a requestState (each one: round 2, 3, ...,
 # to the process or connection that minted the state) with one thing changed, and judges the
 # reply alone: a JSON-RPC error means rejected (pass); a complete result means the
-# handler ran on what the client made up (fail); another input_required is reported as a warning
+# handler ran on what the client made up (fail); so does an input_required that asks the
+# genuine next question (the server took the state and moved on: the TypeScript SDK's deploy
+# does this with a state replayed for other arguments); any other input_required is a warning
 # (the server neither rejected nor completed). The tamper variants are fixed, not random.
 from __future__ import annotations
 
 import base64
 import binascii
 import json
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from mrtr.check._flows import Flow, round_params
@@ -17,7 +21,7 @@ from mrtr.check._probe import Exchange, Probe
 from mrtr.check._rules import Finding
 from mrtr.check._values import other_arguments
 
-__all__ = ["probe_flow", "readable", "variants", "verdict"]
+__all__ = ["next_question", "probe_flow", "readable", "variants", "verdict"]
 
 
 def variants(state: str) -> dict[str, str]:
@@ -29,14 +33,35 @@ def variants(state: str) -> dict[str, str]:
             "extended": state + "AAAA"}
 
 
-def verdict(rule: str, ex: Exchange, what: str, tool: str) -> Finding:
+def verdict(rule: str, ex: Exchange, what: str, tool: str,
+            next_ask: frozenset[str] = frozenset()) -> Finding:
+    """Judge one probe's reply; `next_ask` names the keys of the genuine next question (what
+    the server asked after the unchanged round), when no earlier round asked them."""
     if ex.result is None:
         code = ex.error_code
         seen = f"error {code}" if code is not None else (ex.failure or "no reply")
         return Finding(rule, "pass", f"{what}: rejected ({seen})", tool)
     if ex.result.get("resultType") == "input_required":
+        if next_ask and _asked(ex) == next_ask:
+            return Finding(rule, "fail", f"{what}: accepted, the server moved on to the next "
+                           f"question ({', '.join(sorted(next_ask))})", tool)
         return Finding(rule, "warn", f"{what}: asked again instead of rejecting", tool)
     return Finding(rule, "fail", f"{what}: accepted, the handler ran", tool)
+
+
+def _asked(ex: Exchange) -> frozenset[str]:
+    requests = (ex.result or {}).get("inputRequests")
+    return frozenset(requests) if isinstance(requests, dict) else frozenset()
+
+
+def next_question(flow: Flow, number: int) -> frozenset[str]:
+    """The keys the server asked after round `number` was sent unchanged, if no earlier round
+    asked them (so a probe reply asking them moved on; empty when that cannot be told)."""
+    if number > len(flow.replies):
+        return frozenset()
+    keys = _asked(flow.replies[number - 1])
+    earlier = [_asked(ex) for ex in flow.replies[: number - 1]]
+    return keys if keys and keys not in earlier else frozenset()
 
 
 def readable(state: str) -> Any:
@@ -145,36 +170,57 @@ async def probe_flow(probe: Probe, flow: Flow, schema: dict[str, Any],
         for name, changed in variants(state).items():
             ex = await _send(probe, flow, round_params(flow, answers=answers, state=changed),
                              number)
-            out.append(verdict("sealed.tamper", ex, f"{at} {name}", flow.tool))
+            out.append(verdict("sealed.tamper", ex, f"{at} {name}", flow.tool,
+                               next_question(flow, number)))
         out.append(await _integrity(probe, flow, schema, number, state, answers))
         out.append(await _bound_arguments(probe, flow, schema, number, state, answers))
         out.append(await _bound_tool(probe, flow, other, number, state, answers))
     return out
 
 
+def _signed_payload(state: str) -> tuple[Any, Callable[[str], str]] | None:
+    """A dotted token (`v1.<base64url JSON>.<mac>`, the TypeScript SDK's codec, or a JWT) whose
+    payload is readable: (the payload, how to put a rewritten payload back, old MAC kept)."""
+    parts = state.split(".")
+    for i, part in enumerate(parts if len(parts) > 1 else []):
+        payload = readable(part)
+        if isinstance(payload, dict):
+            return payload, partial(_rejoin, parts, i)
+    return None
+
+
+def _rejoin(parts: list[str], i: int, text: str) -> str:
+    return ".".join([*parts[:i], _encode_like(parts[i], text), *parts[i + 1:]])
+
+
 async def _integrity(probe: Probe, flow: Flow, schema: dict[str, Any], number: int, state: str,
                      answers: dict[str, Any]) -> Finding:
     decoded = readable(state)
     at = f"round {number} state"
+    encode: Callable[[str], str] = lambda text: _encode_like(state, text)  # noqa: E731
     if decoded is None:
-        return Finding("sealed.integrity", "pass", f"{at} is opaque", flow.tool)
+        signed = _signed_payload(state)
+        if signed is None:
+            return Finding("sealed.integrity", "pass", f"{at} is opaque", flow.tool)
+        (decoded, encode), at = signed, f"{at} (a token with a readable payload)"
+    nxt = next_question(flow, number)
     others = other_arguments(schema, flow.arguments)
     forged, hit = _replace(decoded, flow.arguments, others) if others else (decoded, False)
     if hit and others is not None:
-        token = _encode_like(state, json.dumps(forged, separators=(",", ":")))
+        token = encode(json.dumps(forged, separators=(",", ":")))
         ex = await _send(probe, flow, round_params(flow, arguments=others, answers=answers,
                                                    state=token), number)
         return verdict("sealed.integrity", ex, f"{at} rewritten with other arguments",
-                        flow.tool)
+                       flow.tool, nxt)
     rewritten = _leaves(decoded, _told(flow, number))
     if rewritten is None:
         return Finding("sealed.integrity", "warn",
                        f"{at} is readable JSON (not encrypted); nothing to forge in it",
                        flow.tool)
-    token = _encode_like(state, json.dumps(rewritten, separators=(",", ":")))
+    token = encode(json.dumps(rewritten, separators=(",", ":")))
     ex = await _send(probe, flow, round_params(flow, answers=answers, state=token), number)
     return verdict("sealed.integrity", ex, f"{at} rewritten (a value the client chose "
-                    "changed)", flow.tool)
+                   "changed)", flow.tool, nxt)
 
 
 async def _bound_arguments(probe: Probe, flow: Flow, schema: dict[str, Any], number: int,
@@ -185,7 +231,8 @@ async def _bound_arguments(probe: Probe, flow: Flow, schema: dict[str, Any], num
     ex = await _send(probe, flow, round_params(flow, arguments=others, answers=answers,
                                                state=state), number)
     return verdict("sealed.bound-arguments", ex,
-                    f"round {number} state replayed with {others}", flow.tool)
+                    f"round {number} state replayed with {others}", flow.tool,
+                    next_question(flow, number))
 
 
 async def _bound_tool(probe: Probe, flow: Flow, other: Flow | None, number: int, state: str,
