@@ -268,7 +268,6 @@ def test_25_redis_killed_while_flows_run(tmp_path: Path, report: list[str]) -> N
 
 @pytest.mark.slow
 @pytest.mark.skipif(POSTGRES_BIN is None, reason="PostgreSQL is not installed")
-@pytest.mark.flaky(reruns=1)  # as the Redis one: a claim landing at the crash may outlive it
 def test_28_postgresql_crashed_while_flows_run(tmp_path: Path, report: list[str]) -> None:
     # PostgreSQL stopped immediately (SIGQUIT: no checkpoint, every connection cut) for 3 s,
     # then started again on its data directory (crash recovery replays the WAL).

@@ -25,11 +25,9 @@ from mrtr.server._asks import (
     Reask,
     Suspend,
     _typed,
-    capability_missing,
     decode_elicit,
     form_spec,
     request_shape,
-    required_capability,
     resolve_roots,
     resolve_sample,
     roots_spec,
@@ -37,6 +35,7 @@ from mrtr.server._asks import (
     schema_digest,
     url_spec,
 )
+from mrtr.server._capabilities import capability_missing, required_capability
 
 FORM: dict[str, object] = {"elicitation": {"form": {}}}
 URL: dict[str, object] = {"elicitation": {"url": {}}}
