@@ -28,7 +28,8 @@ def test_quick_sets_short_runs_and_explicit_options_win() -> None:
     assert (a.repeats, a.duration, a.warmup, a.quiet_wait, a.retry_disturbed) == (1, 4, 1, 5, 0)
     full = parse_args([])
     assert (full.repeats, full.duration, full.quiet_wait, full.retry_disturbed) == (3, 5, 60, 2)
-    assert full.only == ("mrtr,mrtr-nostore,mrtr-memory,mrtr-redis,sdk,sdk-json,sdk-manual,"
+    assert full.only == ("mrtr,mrtr-nostore,mrtr-memory,mrtr-redis,mrtr-postgres,sdk,sdk-json,"
+                         "sdk-manual,"
                          "ts-sdk,fastmcp,floor-uvicorn,floor-uvicorn-sqlite")
     assert parse_args(["--baseline", "HEAD~1"]).only.endswith(",floor-uvicorn-sqlite,mrtr-base")
     assert parse_args(["--baseline", "x", "--only", "mrtr"]).only == "mrtr"

@@ -103,15 +103,20 @@ class PostgresStore:
     async def _open(self) -> Any:
         async with self._opening:
             if self._pool is None:
-                pool = await self._asyncpg.create_pool(
+                if self._closed:  # a call racing aclose(): never a pool nobody closes
+                    raise StoreUnavailable("postgresql: the store is closed")
+                pool = self._asyncpg.create_pool(
                     self._dsn, min_size=1, max_size=self._pool_size, timeout=self._timeout,
                     command_timeout=self._timeout, server_settings=self._settings())
-                try:
+                try:  # awaited here, so a timeout or cancel mid-connect closes what it opened
+                    await pool
                     async with pool.acquire() as db:
                         self.durability = await _durability(db, self.allow_volatile)
-                        self.found_version = await migrate(db, self.schema)
+                        self.found_version = await sql.migrate(db, self.schema)
+                    if self._closed:
+                        raise StoreUnavailable("postgresql: the store is closed")
                 except BaseException:
-                    await pool.close()
+                    pool.terminate()
                     raise
                 self._pool = pool
         return self._pool
@@ -296,7 +301,11 @@ class PostgresStore:
                 await self._open()
                 listener = await self._asyncpg.connect(
                     self._dsn, timeout=self._timeout, server_settings=self._settings())
-                await listener.add_listener(self._channel, self._notified)
+                try:
+                    await listener.add_listener(self._channel, self._notified)
+                except BaseException:
+                    listener.terminate()
+                    raise
         except self._failures:
             return False
         if self._closed or (self._listener is not None and not self._listener.is_closed()):
@@ -324,24 +333,6 @@ class PostgresStore:
                 except self._failures:
                     held.terminate()
         self._listener = self._pool = None
-
-
-async def migrate(db: Any, schema: str) -> int:
-    """Bring the schema `schema` of connection `db` to the current version; the version found.
-
-    Idempotent and safe when several processes run it at once (an advisory lock orders them).
-    """
-    async with db.transaction():
-        await db.execute("SELECT pg_advisory_xact_lock($1)", sql.LOCK)
-        await db.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-        await db.execute(f'CREATE TABLE IF NOT EXISTS "{schema}".mrtr_schema'
-                         " (version integer NOT NULL)")
-        found = await db.fetchval(f'SELECT max(version) FROM "{schema}".mrtr_schema') or 0
-        for number in range(found + 1, sql.VERSION + 1):
-            await db.execute(f'SET LOCAL search_path = "{schema}"')
-            await db.execute(sql.MIGRATIONS[number - 1])
-            await db.execute(f'INSERT INTO "{schema}".mrtr_schema VALUES ({number})')
-    return int(found)
 
 
 async def _durability(db: Any, allowed: bool) -> str:

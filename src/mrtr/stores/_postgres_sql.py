@@ -14,7 +14,10 @@
 # transaction-scoped advisory lock first, so replicas starting together apply each one once.
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
+    "migrate",
     "ADD",
     "ADMITTED",
     "COMPLETE",
@@ -205,3 +208,21 @@ PURGE = ("DELETE FROM {table} WHERE ctid IN (SELECT ctid FROM {table} WHERE expi
 
 MIGRATIONS: tuple[str, ...] = (_V1,)
 VERSION = len(MIGRATIONS)
+
+
+async def migrate(db: Any, schema: str) -> int:
+    """Bring the schema `schema` of connection `db` to the current version; the version found.
+
+    Idempotent and safe when several processes run it at once (an advisory lock orders them).
+    """
+    async with db.transaction():
+        await db.execute("SELECT pg_advisory_xact_lock($1)", LOCK)
+        await db.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        await db.execute(f'CREATE TABLE IF NOT EXISTS "{schema}".mrtr_schema'
+                         " (version integer NOT NULL)")
+        found = await db.fetchval(f'SELECT max(version) FROM "{schema}".mrtr_schema') or 0
+        for number in range(found + 1, VERSION + 1):
+            await db.execute(f'SET LOCAL search_path = "{schema}"')
+            await db.execute(MIGRATIONS[number - 1])
+            await db.execute(f'INSERT INTO "{schema}".mrtr_schema VALUES ({number})')
+    return int(found)
