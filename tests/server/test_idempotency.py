@@ -542,9 +542,11 @@ def test_25_records_are_hashed_per_principal_and_key(make_store: Any) -> None:
         def __init__(self, store: Store) -> None:
             self.store = store
 
-        async def claim(self, key: str, *, lease: float, expires: float) -> Claim:
+        async def claim(self, key: str, *, lease: float, expires: float, holder: str = "",
+                        index: str | None = None) -> Claim:
             seen.append(key)
-            return await self.store.claim(key, lease=lease, expires=expires)
+            return await self.store.claim(key, lease=lease, expires=expires, holder=holder,
+                                          index=index)
 
         def __getattr__(self, name: str) -> Any:
             return getattr(self.store, name)
