@@ -42,7 +42,7 @@ from mrtr.server._failures import (
     too_large,
     unsupported_media_type,
 )
-from mrtr.stores._redis import ready
+from mrtr.stores._ready import ready
 
 if TYPE_CHECKING:
     from mrtr.server import MemoryTransport

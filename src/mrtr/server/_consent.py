@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import time
-import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -103,6 +102,8 @@ class ConsentPolicy:
     @classmethod
     def from_file(cls, path: str | Path) -> ConsentPolicy:
         """Read `ignore_elicitation = [...]` from a TOML file, or the same key from JSON."""
+        import tomllib  # here: a policy file is read once, at start-up, and rarely at all
+
         text = Path(path).read_text(encoding="utf-8")
         data = json.loads(text) if str(path).endswith(".json") else tomllib.loads(text)
         names = data.get("ignore_elicitation", [])

@@ -22,7 +22,7 @@ from mrtr.http._app import McpApp
 from mrtr.http._hosts import LOOPBACK
 from mrtr.http._playground import Playground, PlaygroundMode
 from mrtr.server import Dispatcher, Server, generate_key, parse_keys
-from mrtr.serving._connections import ConnectionLimits
+from mrtr.serving._connections import ConnectionLimits, WebSocketsOnUpgrade
 from mrtr.serving._keyfile import read_or_create_key
 from mrtr.serving._logging import log_config
 from mrtr.serving._resource import (
@@ -331,6 +331,7 @@ def _run_uvicorn(app: McpApp | ASGIApp | str, *, host: str, port: int, workers: 
         factory=isinstance(app, str),
         loop="uvloop" if _has("uvloop") else "asyncio",
         http=protocol_class("httptools" if _has("httptools") else "h11"),
+        ws=WebSocketsOnUpgrade if _has("websockets") or _has("wsproto") else "none",
         lifespan="on",
         # uvicorn believes X-Forwarded-* from 127.0.0.1 by default (or FORWARDED_ALLOW_IPS):
         # only from the proxies the operator names here.

@@ -1,0 +1,23 @@
+"""ready(): the start-up check of a store that checks its server (Redis, PostgreSQL)."""
+
+# Design: only RedisStore and PostgresStore check anything, and neither can exist before its
+# module was imported (_postgres imports _redis), so a server on the SQLite or memory store
+# never loads either module for this (#31). Runs once at start-up, never per request.
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mrtr.stores._store import Store
+
+__all__ = ["ready"]
+
+
+async def ready(store: Store | None) -> None:
+    """Check at start-up what a store checks before its first command (see _redis.ready)."""
+    if store is None or "mrtr.stores._redis" not in sys.modules:
+        return
+    from mrtr.stores._redis import ready as check
+
+    await check(store)
