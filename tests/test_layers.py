@@ -129,9 +129,9 @@ def test_third_party_bans() -> None:
     assert not bad, "\n".join(bad)
 
 
-def test_only_the_aead_fallback_imports_cryptography() -> None:
+def test_only_sealing_imports_cryptography() -> None:
     users = sorted({e.file for e in graph().external if e.target == "cryptography"})
-    assert users == ["mrtr/server/_aead.py"]
+    assert users == ["mrtr/server/_sealing.py"]
 
 
 def test_the_graph_sees_every_kind_of_import() -> None:

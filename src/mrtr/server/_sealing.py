@@ -43,9 +43,12 @@ from collections.abc import Callable, Sequence
 from hmac import compare_digest
 
 import msgspec
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from mrtr.errors import InvalidParams, InvalidRequestState
-from mrtr.server._aead import AESGCM, InvalidTag, hkdf_sha256
 
 __all__ = [
     "MAX_ARGUMENT_DEPTH",
@@ -198,7 +201,7 @@ def _b64decode(text: str, table: bytes = _FROM_URL) -> bytes | None:
 
 
 def _derive(master: bytes, info: bytes, length: int) -> bytes:
-    return hkdf_sha256(master, salt=_SALT, info=info, length=length)
+    return HKDF(algorithm=hashes.SHA256(), length=length, salt=_SALT, info=info).derive(master)
 
 
 def _positive(name: str, value: float) -> float:
