@@ -24,7 +24,7 @@ from mrtr.errors import AuthUnavailable, Forbidden, ProtocolError, Unauthorized
 from mrtr.http._auth import Authenticator, ProtectedResource
 from mrtr.http._body import receive_body
 from mrtr.http._completion import CompletionRoute
-from mrtr.http._exchange import Exchange
+from mrtr.http._exchange import Exchange, Watchlist
 from mrtr.http._health import PROBE_PATHS, Health
 from mrtr.http._hosts import HostCheck, bound_resource
 from mrtr.http._playground import Playground, PlaygroundMode
@@ -119,7 +119,7 @@ class McpApp:
         self.extra_headers: list[tuple[bytes, bytes]] = (
             [(b"mcp-debug-worker", str(os.getpid()).encode())] if expose_worker else []
         )
-        self._loop_seen: tuple[asyncio.AbstractEventLoop, int] | None = None
+        self._loop_seen: tuple[Watchlist, int] | None = None
         self.sessions: SessionEndpoint | None = (
             SessionEndpoint(self, ask_timeout=ask_timeout, limits=session_limits) if sessions
             else None
@@ -281,12 +281,20 @@ class McpApp:
         is running and this is the thread that saw it run (one loop per thread, as every ASGI
         server runs them); anything else asks asyncio again.
         """
+        return self.watchlist().loop
+
+    def watchlist(self) -> Watchlist:
+        """The Watchlist of the running loop (see running_loop): one per loop and thread."""
         seen = self._loop_seen
-        if seen is not None and seen[1] == threading.get_ident() and seen[0].is_running():
+        if seen is not None and seen[1] == threading.get_ident() and seen[0].loop.is_running():
             return seen[0]
         loop = asyncio.get_running_loop()
-        self._loop_seen = (loop, threading.get_ident())
-        return loop
+        if seen is not None and seen[0].loop is loop:
+            watchlist = seen[0]  # the same loop in another thread is not running here
+        else:
+            watchlist = Watchlist(loop)
+        self._loop_seen = (watchlist, threading.get_ident())
+        return watchlist
 
     async def _authenticate(self, scope: ASGIScope, headers: Mapping[str, str]) -> str | None:
         """The principal, or None; raises Unauthorized (answered in `_http`)."""
