@@ -219,7 +219,8 @@ class McpApp:
         if scope.get("method") != "POST":
             await self._other(scope, headers, exchange)
             return
-        principal = await self._authenticate(scope, headers)
+        principal = (await self._authenticate(scope, headers) if self.authenticator is not None
+                     else None)  # the guard is an authenticator too
         media = headers.get("content-type", "")
         if media != "application/json" and (
             media.split(";", 1)[0].strip().lower() != "application/json"
@@ -337,7 +338,9 @@ class McpApp:
         """The endpoint's URL (RFC 9728), for a guard configured without one: never a header."""
         return bound_resource(scope, self.path)
 
-    async def _read_body(self, headers: Mapping[str, str], receive: ASGIReceive) -> bytes | None:
+    def _read_body(self, headers: Mapping[str, str],
+                   receive: ASGIReceive) -> Awaitable[bytes | None]:
+        """Checks Content-Length now (a Refusal), then reads the body (the awaitable returned)."""
         declared = headers.get("content-length")
         if declared is not None:
             digits = declared.strip()
@@ -346,7 +349,7 @@ class McpApp:
                 raise bad_request("invalid Content-Length")
             if int(declared) > self.max_body:
                 raise too_large(self.max_body)
-        return await receive_body(receive, self.max_body, self.body_timeout)
+        return receive_body(receive, self.max_body, self.body_timeout)
 
 
 def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
