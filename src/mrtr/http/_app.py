@@ -6,7 +6,7 @@ basic/transports/streamable-http). Protocol decisions stay in the Dispatcher.
 
 # Design: a transport-level refusal (403, 404, 405, 413, 415, 400 for bad headers, the
 # authenticator's 401/403/503) is a Refusal from the error policy (mrtr.server._failures), which
-# chooses its status, headers and body; this module raises it and `_http` writes it. Host/Origin
+# chooses its status, headers and body; this module raises it and `__call__` writes it. Host/Origin
 # checks live in _hosts.py, the reply of one request (JSON or SSE) in _exchange.py. A store the
 # app owns (`owns_store`: Server.http_app() made it) is closed in the ASGI lifespan; `lifespan`
 # lets a parent app run it, since Starlette does not forward lifespan events to mounted apps.
@@ -137,15 +137,32 @@ class McpApp:
 
     async def __call__(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
         kind = scope["type"]
-        if kind == "http":
-            root = scope.get("root_path", "")
-            if root and scope.get("path", "").startswith(root):  # mounted at a prefix
-                scope = {**scope, "path": scope["path"][len(root):] or "/"}
-            path = scope.get("path", "")
-            if path != self.path and path.rstrip("/") == self.path.rstrip("/"):
+        if kind != "http":
+            await self._not_http(kind, receive, send)
+            return
+        # An HTTP request is served here, not in a coroutine of its own: one frame less.
+        root = scope.get("root_path", "")
+        if root and scope.get("path", "").startswith(root):  # mounted at a prefix
+            scope = {**scope, "path": scope["path"][len(root):] or "/"}
+        path = scope.get("path", "")
+        if path != self.path:
+            if path.rstrip("/") == self.path.rstrip("/"):
                 scope = {**scope, "path": self.path}  # `/mcp/` is the endpoint too
-            await self._http(scope, receive, send)
-        elif kind == "lifespan":
+            elif path in PROBE_PATHS and self.health is not None:
+                await self.health.answer(path, scope.get("method", ""), send)  # before Host checks
+                return
+        exchange = Exchange(self, receive, send)
+        if self.playground is not None:  # dev only: files this request's rounds for the page
+            self.playground.watch(scope)
+        try:
+            await self._exchange(scope, exchange)
+        except Exception as exc:  # a Refusal, the authenticator's Unauthorized, or a bug (500)
+            refusal = http_refusal(exc, self.log)
+            if not exchange.started:
+                await exchange.respond(refusal.status, refusal.body, refusal.headers)
+
+    async def _not_http(self, kind: str, receive: ASGIReceive, send: ASGISend) -> None:
+        if kind == "lifespan":
             await self._lifespan(receive, send)
         elif kind == "websocket":
             await receive()
@@ -192,21 +209,6 @@ class McpApp:
             while (await receive())["type"] != "lifespan.shutdown":
                 pass
         await send({"type": "lifespan.shutdown.complete"})
-
-    async def _http(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
-        path = scope.get("path")
-        if path != self.path and path in PROBE_PATHS and self.health is not None:
-            await self.health.answer(path, scope.get("method", ""), send)  # before Host checks
-            return
-        exchange = Exchange(self, receive, send)
-        if self.playground is not None:  # dev only: files this request's rounds for the page
-            self.playground.watch(scope)
-        try:
-            await self._exchange(scope, exchange)
-        except Exception as exc:  # a Refusal, the authenticator's Unauthorized, or a bug (500)
-            refusal = http_refusal(exc, self.log)
-            if not exchange.started:
-                await exchange.respond(refusal.status, refusal.body, refusal.headers)
 
     async def _exchange(self, scope: ASGIScope, exchange: Exchange) -> None:
         headers = _decode_headers(scope.get("headers", ()))
@@ -298,7 +300,7 @@ class McpApp:
         return watchlist
 
     async def _authenticate(self, scope: ASGIScope, headers: Mapping[str, str]) -> str | None:
-        """The principal, or None; raises Unauthorized (answered in `_http`)."""
+        """The principal, or None; raises Unauthorized (answered in `__call__`)."""
         if self.guard is not None:
             return await self.guard.authenticate(headers, self._resource(scope),
                                                  method=scope.get("method", "POST"),
