@@ -16,6 +16,7 @@ import pytest
 from mrtr import Context, Server
 from mrtr.errors import Unauthorized
 from mrtr.http import McpApp
+from mrtr.http._exchange import Watchlist
 from mrtr.protocol import PromptMessage, SSEParser, TextContent
 from mrtr.server import Dispatcher
 from tests.transports import apps
@@ -417,6 +418,38 @@ def test_disconnect_cancels_a_slow_json_request() -> None:
 
     assert run(go(), timeout=5) < 2.0
     assert sent == []  # the client is gone: nothing is written
+
+
+def test_one_timer_starts_the_watchers_of_requests_due_in_turn() -> None:
+    """The Watchlist's single timer: a finished request is skipped, a due one is watched, and
+    the timer re-arms for the next pending one, then stays unarmed when none is left."""
+    watched: list[str] = []
+
+    class Request:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def watch(self) -> None:
+            watched.append(self.name)
+
+    async def go() -> tuple[bool, bool]:
+        loop = asyncio.get_running_loop()
+        watchlist = Watchlist(loop)
+        quick, slow, later = Request("quick"), Request("slow"), Request("later")
+        now = loop.time()
+        watchlist.add(quick, now + 0.01)  # type: ignore[arg-type]
+        watchlist.add(slow, now + 0.02)  # type: ignore[arg-type]
+        watchlist.add(later, now + 0.3)  # type: ignore[arg-type]
+        watchlist.discard(quick)  # type: ignore[arg-type]  # answered in time: no watcher
+        await asyncio.sleep(0.1)
+        rearmed = watchlist.timer is not None
+        watchlist.discard(later)  # type: ignore[arg-type]
+        await asyncio.sleep(0.3)
+        return rearmed, watchlist.timer is None
+
+    rearmed, idle = run(go(), timeout=5)
+    assert watched == ["slow"]
+    assert rearmed and idle
 
 
 def test_running_loop_is_per_thread_and_per_loop() -> None:

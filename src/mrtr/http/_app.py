@@ -6,7 +6,7 @@ basic/transports/streamable-http). Protocol decisions stay in the Dispatcher.
 
 # Design: a transport-level refusal (403, 404, 405, 413, 415, 400 for bad headers, the
 # authenticator's 401/403/503) is a Refusal from the error policy (mrtr.server._failures), which
-# chooses its status, headers and body; this module raises it and `_http` writes it. Host/Origin
+# chooses its status, headers and body; this module raises it and `__call__` writes it. Host/Origin
 # checks live in _hosts.py, the reply of one request (JSON or SSE) in _exchange.py. A store the
 # app owns (`owns_store`: Server.http_app() made it) is closed in the ASGI lifespan; `lifespan`
 # lets a parent app run it, since Starlette does not forward lifespan events to mounted apps.
@@ -24,7 +24,7 @@ from mrtr.errors import AuthUnavailable, Forbidden, ProtocolError, Unauthorized
 from mrtr.http._auth import Authenticator, ProtectedResource
 from mrtr.http._body import receive_body
 from mrtr.http._completion import CompletionRoute
-from mrtr.http._exchange import Exchange
+from mrtr.http._exchange import Exchange, Watchlist
 from mrtr.http._health import PROBE_PATHS, Health
 from mrtr.http._hosts import HostCheck, bound_resource
 from mrtr.http._playground import Playground, PlaygroundMode
@@ -119,7 +119,7 @@ class McpApp:
         self.extra_headers: list[tuple[bytes, bytes]] = (
             [(b"mcp-debug-worker", str(os.getpid()).encode())] if expose_worker else []
         )
-        self._loop_seen: tuple[asyncio.AbstractEventLoop, int] | None = None
+        self._loop_seen: tuple[Watchlist, int] | None = None
         self.sessions: SessionEndpoint | None = (
             SessionEndpoint(self, ask_timeout=ask_timeout, limits=session_limits) if sessions
             else None
@@ -137,15 +137,32 @@ class McpApp:
 
     async def __call__(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
         kind = scope["type"]
-        if kind == "http":
-            root = scope.get("root_path", "")
-            if root and scope.get("path", "").startswith(root):  # mounted at a prefix
-                scope = {**scope, "path": scope["path"][len(root):] or "/"}
-            path = scope.get("path", "")
-            if path != self.path and path.rstrip("/") == self.path.rstrip("/"):
+        if kind != "http":
+            await self._not_http(kind, receive, send)
+            return
+        # An HTTP request is served here, not in a coroutine of its own: one frame less.
+        root = scope.get("root_path", "")
+        if root and scope.get("path", "").startswith(root):  # mounted at a prefix
+            scope = {**scope, "path": scope["path"][len(root):] or "/"}
+        path = scope.get("path", "")
+        if path != self.path:
+            if path.rstrip("/") == self.path.rstrip("/"):
                 scope = {**scope, "path": self.path}  # `/mcp/` is the endpoint too
-            await self._http(scope, receive, send)
-        elif kind == "lifespan":
+            elif path in PROBE_PATHS and self.health is not None:
+                await self.health.answer(path, scope.get("method", ""), send)  # before Host checks
+                return
+        exchange = Exchange(self, receive, send)
+        if self.playground is not None:  # dev only: files this request's rounds for the page
+            self.playground.watch(scope)
+        try:
+            await self._exchange(scope, exchange)
+        except Exception as exc:  # a Refusal, the authenticator's Unauthorized, or a bug (500)
+            refusal = http_refusal(exc, self.log)
+            if not exchange.started:
+                await exchange.respond(refusal.status, refusal.body, refusal.headers)
+
+    async def _not_http(self, kind: str, receive: ASGIReceive, send: ASGISend) -> None:
+        if kind == "lifespan":
             await self._lifespan(receive, send)
         elif kind == "websocket":
             await receive()
@@ -193,21 +210,6 @@ class McpApp:
                 pass
         await send({"type": "lifespan.shutdown.complete"})
 
-    async def _http(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
-        path = scope.get("path")
-        if path != self.path and path in PROBE_PATHS and self.health is not None:
-            await self.health.answer(path, scope.get("method", ""), send)  # before Host checks
-            return
-        exchange = Exchange(self, receive, send)
-        if self.playground is not None:  # dev only: files this request's rounds for the page
-            self.playground.watch(scope)
-        try:
-            await self._exchange(scope, exchange)
-        except Exception as exc:  # a Refusal, the authenticator's Unauthorized, or a bug (500)
-            refusal = http_refusal(exc, self.log)
-            if not exchange.started:
-                await exchange.respond(refusal.status, refusal.body, refusal.headers)
-
     async def _exchange(self, scope: ASGIScope, exchange: Exchange) -> None:
         headers = _decode_headers(scope.get("headers", ()))
         refusal = self.hosts.refusal(headers)
@@ -219,7 +221,8 @@ class McpApp:
         if scope.get("method") != "POST":
             await self._other(scope, headers, exchange)
             return
-        principal = await self._authenticate(scope, headers)
+        principal = (await self._authenticate(scope, headers) if self.authenticator is not None
+                     else None)  # the guard is an authenticator too
         media = headers.get("content-type", "")
         if media != "application/json" and (
             media.split(";", 1)[0].strip().lower() != "application/json"
@@ -281,15 +284,23 @@ class McpApp:
         is running and this is the thread that saw it run (one loop per thread, as every ASGI
         server runs them); anything else asks asyncio again.
         """
+        return self.watchlist().loop
+
+    def watchlist(self) -> Watchlist:
+        """The Watchlist of the running loop (see running_loop): one per loop and thread."""
         seen = self._loop_seen
-        if seen is not None and seen[1] == threading.get_ident() and seen[0].is_running():
+        if seen is not None and seen[1] == threading.get_ident() and seen[0].loop.is_running():
             return seen[0]
         loop = asyncio.get_running_loop()
-        self._loop_seen = (loop, threading.get_ident())
-        return loop
+        if seen is not None and seen[0].loop is loop:
+            watchlist = seen[0]  # the same loop in another thread is not running here
+        else:
+            watchlist = Watchlist(loop)
+        self._loop_seen = (watchlist, threading.get_ident())
+        return watchlist
 
     async def _authenticate(self, scope: ASGIScope, headers: Mapping[str, str]) -> str | None:
-        """The principal, or None; raises Unauthorized (answered in `_http`)."""
+        """The principal, or None; raises Unauthorized (answered in `__call__`)."""
         if self.guard is not None:
             return await self.guard.authenticate(headers, self._resource(scope),
                                                  method=scope.get("method", "POST"),
@@ -310,6 +321,8 @@ class McpApp:
     def _admit(self, scope: ASGIScope, headers: Mapping[str, str], message: Any,
                principal: str | None) -> Peer:
         """The request's Peer; the guard refuses (403) a `scopes=` tool before it runs."""
+        if self.authenticator is None and "traceparent" not in headers:
+            return _ANONYMOUS  # the usual request: no guard, no scopes, no trace headers
         peer = self.peer_for(principal, headers)
         self.authorize(scope, headers, message, peer)
         return peer
@@ -329,7 +342,9 @@ class McpApp:
         """The endpoint's URL (RFC 9728), for a guard configured without one: never a header."""
         return bound_resource(scope, self.path)
 
-    async def _read_body(self, headers: Mapping[str, str], receive: ASGIReceive) -> bytes | None:
+    def _read_body(self, headers: Mapping[str, str],
+                   receive: ASGIReceive) -> Awaitable[bytes | None]:
+        """Checks Content-Length now (a Refusal), then reads the body (the awaitable returned)."""
         declared = headers.get("content-length")
         if declared is not None:
             digits = declared.strip()
@@ -338,7 +353,7 @@ class McpApp:
                 raise bad_request("invalid Content-Length")
             if int(declared) > self.max_body:
                 raise too_large(self.max_body)
-        return await receive_body(receive, self.max_body, self.body_timeout)
+        return receive_body(receive, self.max_body, self.body_timeout)
 
 
 def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:

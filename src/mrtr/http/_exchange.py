@@ -24,12 +24,13 @@ from mrtr.server._failures import timed_out, unanswered
 if TYPE_CHECKING:
     from mrtr.http._app import McpApp
 
-__all__ = ["Exchange"]
+__all__ = ["Exchange", "Watchlist"]
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
+_JSON = (b"content-type", b"application/json")
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -67,21 +68,33 @@ class Exchange:
     async def respond(
         self, status: int, body: bytes, extra: Sequence[tuple[bytes, bytes]] = ()
     ) -> None:
-        headers = [*extra, *self.app.extra_headers]
-        if body:
-            headers.append((b"content-type", b"application/json"))
-        headers.append((b"content-length", str(len(body)).encode()))
         self.started = True
-        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+        await self.send(self._start(status, body, extra))
         await self.send({"type": "http.response.body", "body": body})
+
+    def _start(self, status: int, body: bytes,
+               extra: Sequence[tuple[bytes, bytes]]) -> dict[str, Any]:
+        """The `http.response.start` message of a whole reply (JSON, or empty)."""
+        length = (b"content-length", b"%d" % len(body))
+        if extra or self.app.extra_headers:
+            headers = [*extra, *self.app.extra_headers]
+            if body:
+                headers.append(_JSON)
+            headers.append(length)
+        else:  # the usual reply: no Retry-After, no worker id
+            headers = [_JSON, length] if body else [length]
+        return {"type": "http.response.start", "status": status, "headers": headers}
 
     async def run(self, message: Any, peer: Peer) -> None:
         app = self.app
-        loop = app.running_loop()
+        watchlist = app.watchlist()
+        loop = watchlist.loop
         self.task = asyncio.current_task(loop)
-        self.deadline = loop.time() + app.request_timeout
-        # One timer per request: it starts the watcher, which also enforces the deadline.
-        timer = loop.call_at(min(loop.time() + self.WATCH_AFTER, self.deadline), self._watch)
+        now = loop.time()
+        self.deadline = now + app.request_timeout
+        # Due for a watcher (which also enforces the deadline) after WATCH_AFTER, or at the
+        # deadline if that is sooner: one timer per loop for all requests (Watchlist).
+        watchlist.add(self, min(now + self.WATCH_AFTER, self.deadline))
         try:
             reply = await app.dispatcher.handle(message, peer, self.sink)
         except asyncio.CancelledError:
@@ -92,7 +105,7 @@ class Exchange:
             reply = unanswered(message.id, exc, app.log)
         finally:
             self.finished = True
-            timer.cancel()
+            watchlist.discard(self)
             for task in (self.watcher, self.keeper):
                 if task is not None:
                     task.cancel()
@@ -103,8 +116,10 @@ class Exchange:
         if self.reason == "timeout":
             reply = timed_out(message.id, app.request_timeout, app.log)
         assert reply is not None
-        if not self.streaming:
-            await self.respond(reply.http_status, reply.body, reply.headers)
+        if not self.streaming:  # respond(), inline: one coroutine less per request
+            self.started = True
+            await self.send(self._start(reply.http_status, reply.body, reply.headers))
+            await self.send({"type": "http.response.body", "body": reply.body})
             return
         await self.send({"type": "http.response.body", "body": encode_sse_event(reply.body)})
 
@@ -116,11 +131,12 @@ class Exchange:
             self.started = True
             headers = [*_SSE_HEADERS, *self.app.extra_headers]
             await self.send({"type": "http.response.start", "status": 200, "headers": headers})
-            self._watch()
+            self.watch()
             self.keeper = asyncio.create_task(self._keep_alive())
         await self._write(encode_sse_event(encode_message(notification)))
 
-    def _watch(self) -> None:
+    def watch(self) -> None:
+        """Start the watcher (disconnect and deadline), unless the request has finished."""
         if self.watcher is None and not self.finished:
             self.watcher = asyncio.create_task(self._wait_for_disconnect())
 
@@ -149,3 +165,45 @@ class Exchange:
 
     async def _write(self, chunk: bytes) -> None:
         await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+
+class Watchlist:
+    """The requests of one event loop that may yet need a watcher, with the loop time each is due.
+
+    One timer serves them all, armed at the earliest due time, instead of a timer armed and
+    cancelled per request (~2 µs of a quick request's CPU). When it fires it starts the watcher
+    of every request now due and re-arms itself for the next one, or stays unarmed while
+    nothing is pending.
+    """
+
+    # Design: due times are kept in insertion order, which is their order too: each is the
+    # request's start plus the app's min(WATCH_AFTER, request_timeout), on one loop's
+    # monotonic clock. So a tick pops from the front and stops at the first one not due yet.
+
+    __slots__ = ("due", "loop", "timer")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.due: dict[Exchange, float] = {}
+        self.timer: asyncio.TimerHandle | None = None
+
+    def add(self, exchange: Exchange, at: float) -> None:
+        self.due[exchange] = at
+        if self.timer is None:
+            self.timer = self.loop.call_at(at, self._tick)
+
+    def discard(self, exchange: Exchange) -> None:
+        """The request finished: it needs no watcher (the armed timer stays; see _tick)."""
+        self.due.pop(exchange, None)
+
+    def _tick(self) -> None:
+        self.timer = None
+        due = self.due
+        now = self.loop.time()
+        while due:
+            exchange, at = next(iter(due.items()))
+            if at > now:
+                self.timer = self.loop.call_at(at, self._tick)
+                return
+            del due[exchange]
+            exchange.watch()

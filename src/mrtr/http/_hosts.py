@@ -5,8 +5,9 @@ An allowed name without a port matches that name on any port; `name:port` matche
 
 # Design: DNS rebinding is defeated by the host *name* (an attacker's page sends its own domain),
 # so the loopback names are accepted on any port: a reverse proxy on another port keeps working.
-# Each distinct Host value is judged once and remembered (bounded), so a request costs one dict
-# lookup; the refusal text is built only on the refusal path.
+# Each distinct Host value is judged once and remembered (bounded), both as sent and normalised
+# (stripped, lower-cased: a normalised value is its own normalisation), so a request costs one
+# dict lookup; the refusal text is built only on the refusal path.
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping, Sequence
@@ -36,9 +37,13 @@ class HostCheck:
 
     def refusal(self, headers: Mapping[str, str]) -> str | None:
         """None when the request may proceed, else the 403 message saying what to configure."""
-        host = headers.get("host", "").strip().lower()
-        if not self.allowed(host):
-            return _advice("Host", host, *split_host(host))
+        raw = headers.get("host", "")
+        if self.seen.get(raw) is not True:  # judged, remembered under the raw value too
+            host = raw.strip().lower()
+            if not self.allowed(host):
+                return _advice("Host", host, *split_host(host))
+            if len(self.seen) < _REMEMBERED:
+                self.seen[raw] = True
         origin = headers.get("origin")
         if origin is None:
             return None

@@ -230,10 +230,17 @@ def check_headers(
     header. Integers compare numerically, strings and booleans exactly. An unsupported but matching
     version is not this function's concern.
     """
-    _expect(headers, "MCP-Protocol-Version", protocol_version, decode=False)
-    _expect(headers, "Mcp-Method", method, decode=False)
+    # The usual request carries each value verbatim: settled here without calling _expect.
+    raw = headers.get("mcp-protocol-version")
+    if raw != protocol_version or not _verbatim(raw):
+        _expect(headers, "MCP-Protocol-Version", protocol_version, decode=False)
+    raw = headers.get("mcp-method")
+    if raw != method or not _verbatim(raw):
+        _expect(headers, "Mcp-Method", method, decode=False)
     if name is not None:
-        _expect(headers, "Mcp-Name", name, decode=True)
+        raw = headers.get("mcp-name")
+        if raw != name or not _verbatim(raw):
+            _expect(headers, "Mcp-Name", name, decode=True)
     args = arguments or {}
     for arg, header in header_map.items():
         _check_param(headers, f"Mcp-Param-{header}", args.get(arg))

@@ -228,7 +228,11 @@ class Dispatcher:
     ) -> Reply:
         """Serve one decoded request; every failure becomes an error Reply, never an exception."""
         # The Probe names the request in log lines and telemetry (docs/operations.md).
-        probe = Probe(request.id, request.method, _target(request), peer.principal)
+        method = request.method  # a property (the struct's tag): read once
+        field = _NAME_ATTRIBUTE.get(method)
+        probe = Probe(request.id, method,
+                      getattr(request.params, field, None) if field is not None else None,
+                      peer.principal)
         probe.enter()
         started = self.request_log.start()  # None: `mrtr.requests` is off, nothing is timed
         reply: Reply | None = None
@@ -236,9 +240,9 @@ class Dispatcher:
             if self._traced:
                 self.telemetry.begin(probe, request.params.meta, peer)
             check_version(request.params.meta)
-            route = self._routes.get(request.method)
-            if route is None or not self._advertised(request.method):
-                raise MethodNotFound(f"Method not found: {request.method}")
+            route = self._routes.get(method)
+            if route is None or not self._advertised(method):
+                raise MethodNotFound(f"Method not found: {method}")
             reply = Reply(request.id, await route(request, peer, sink))  # encoded here: see Reply
             return reply
         except (Exception, Suspend, BaseExceptionGroup) as exc:
@@ -290,7 +294,8 @@ class Dispatcher:
         name: str | None = None
         arguments: Mapping[str, object] | None = None
         header_map: Mapping[str, str] = {}
-        field = _NAME_ATTRIBUTE.get(message.method)
+        method = message.method
+        field = _NAME_ATTRIBUTE.get(method)
         if field is not None:
             name = getattr(params, field, None)
         if isinstance(message, CallToolRequest):
@@ -300,7 +305,7 @@ class Dispatcher:
         check_headers(
             headers,
             protocol_version=params.meta.protocol_version,
-            method=message.method,
+            method=method,
             name=name,
             arguments=arguments,
             header_map=header_map,

@@ -106,13 +106,16 @@ class Deadlines:
     def received(self, size: int) -> None:
         """Bytes were parsed: move on if they completed the headers or the body."""
         self._observe()
-        if self.phase is _HEAD:
+        phase = self.phase
+        if phase is _APP:
+            return  # the usual case: the whole request arrived
+        if phase is _HEAD:
             self.head_bytes += size
             if self.head_bytes > MAX_HEAD_BYTES:
                 self._close(431, "Request Header Fields Too Large",
                             f"the request line and headers exceed {MAX_HEAD_BYTES} bytes")
                 return
-        if self.timer is None and self.phase in (_HEAD, _BODY):
+        if self.timer is None and (phase is _HEAD or phase is _BODY):
             self._arm()
 
     def answered(self) -> None:
