@@ -66,6 +66,7 @@ NOT_LOADED = (
     "mrtr.check",
     "mrtr.auth",
     "tomllib",
+    "h11",
 )
 
 _UPGRADE = (b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"

@@ -19,7 +19,6 @@ import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from uvicorn.config import Config
-from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
 from mrtr.serving._connections import MAX_HEAD_BYTES, ConnectionLimits
@@ -30,6 +29,8 @@ log = logging.getLogger("mrtr.serve")
 # The mixin's base for the type checker only: at run time the protocol class follows it in the
 # MRO, so its super() calls reach uvicorn's methods.
 if TYPE_CHECKING:
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
     _Base = H11Protocol
 else:
     _Base = object
@@ -45,11 +46,17 @@ class BoundedConfig(Config):
 
 
 def protocol_class(parser: str) -> type[asyncio.Protocol]:
-    """The bounded protocol for uvicorn's `"httptools"` or `"h11"` parser (if installed)."""
-    try:
-        return _PROTOCOLS[parser]
-    except KeyError:
-        raise ValueError(f"no bounded protocol for the {parser!r} parser") from None
+    """The bounded protocol for uvicorn's `"httptools"` or `"h11"` parser (if installed).
+
+    Each is built at its first use, so a server on httptools never loads h11 (0.5 MiB)."""
+    if parser not in _PROTOCOLS:
+        if parser == "h11":
+            _PROTOCOLS["h11"] = _bounded_h11()
+        elif parser == "httptools" and importlib.util.find_spec("httptools") is not None:
+            _PROTOCOLS["httptools"] = _bounded_httptools()
+        else:
+            raise ValueError(f"no bounded protocol for the {parser!r} parser")
+    return _PROTOCOLS[parser]
 
 
 class _Cycle(Protocol):
@@ -221,20 +228,36 @@ class _Bounded(_Base):
         super().connection_lost(exc)
 
 
-class BoundedH11(_Bounded, H11Protocol):
-    """uvicorn's h11 protocol with the request deadlines of ConnectionLimits."""
-
-
 def _limits(config: Config) -> ConnectionLimits:
     return config.limits if isinstance(config, BoundedConfig) else ConnectionLimits()
 
 
-_PROTOCOLS: dict[str, type[asyncio.Protocol]] = {"h11": BoundedH11}
+_PROTOCOLS: dict[str, type[asyncio.Protocol]] = {}
 
-if importlib.util.find_spec("httptools") is not None:  # else serve() picks h11
+
+def _bounded_h11() -> type[asyncio.Protocol]:
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class BoundedH11(_Bounded, H11Protocol):
+        """uvicorn's h11 protocol with the request deadlines of ConnectionLimits."""
+
+    BoundedH11.__qualname__ = "BoundedH11"  # pickled by name into worker processes
+    return BoundedH11
+
+
+def _bounded_httptools() -> type[asyncio.Protocol]:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class BoundedHttpTools(_Bounded, HttpToolsProtocol):  # type: ignore[misc]
         """uvicorn's httptools protocol with the request deadlines of ConnectionLimits."""
 
-    _PROTOCOLS["httptools"] = BoundedHttpTools
+    BoundedHttpTools.__qualname__ = "BoundedHttpTools"
+    return BoundedHttpTools
+
+
+def __getattr__(name: str) -> type[asyncio.Protocol]:
+    """`BoundedH11` / `BoundedHttpTools` by name (how a worker process unpickles its config)."""
+    parser = {"BoundedH11": "h11", "BoundedHttpTools": "httptools"}.get(name)
+    if parser is None:
+        raise AttributeError(name)
+    return protocol_class(parser)
