@@ -41,6 +41,7 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from hmac import compare_digest
+from typing import Any
 
 import msgspec
 from cryptography.exceptions import InvalidTag
@@ -125,10 +126,41 @@ def digest_arguments(arguments: object) -> bytes:
     Raises InvalidParams when objects and arrays nest deeper than MAX_ARGUMENT_DEPTH.
     """
     canonical = _canonical_json_value(arguments, MAX_ARGUMENT_DEPTH)
-    return hashlib.sha256(msgspec.json.encode(canonical, order="sorted")).digest()
+    return hashlib.sha256(_encode_sorted(canonical)).digest()
+
+
+_encode_sorted = msgspec.json.Encoder(order="sorted").encode
+_PLAIN = frozenset({str, int, bool, type(None)})  # exact types canonical as they are
 
 
 def _canonical_json_value(value: object, depth: int) -> object:
+    """`value` with integral floats as ints; containers are copied only where one changed.
+
+    Plain decoded JSON (exact dict, list, str, int, bool, None) takes the fast path: a value of
+    a plain scalar type is never visited, and a container none of whose members changed is
+    returned itself. Anything else (subclasses, tuples) takes the general walk below.
+    """
+    kind = type(value)
+    if kind is dict or kind is list:
+        if depth <= 0:
+            raise InvalidParams(f"Arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")
+        container: Any = value
+        changed: Any = None
+        for k, v in container.items() if kind is dict else enumerate(container):
+            if type(v) in _PLAIN:
+                continue
+            c = _canonical_json_value(v, depth - 1)
+            if c is not v:
+                if changed is None:
+                    changed = kind(container)
+                changed[k] = c
+        return value if changed is None else changed
+    if kind in _PLAIN:
+        return value
+    return _canonical_general(value, depth)
+
+
+def _canonical_general(value: object, depth: int) -> object:
     if isinstance(value, float):
         if value.is_integer() and abs(value) < _EXACT_FLOAT:
             return int(value)
