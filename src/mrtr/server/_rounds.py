@@ -234,6 +234,11 @@ class Round:
             return self._suspend_guard(value)
         return value
 
+    def returned(self, value: InputRequired) -> InputRequiredResult:
+        """Suspend with what a handler that took no Context returned (the Runner ran it
+        without one: it cannot have asked, so nothing was sent or dropped)."""
+        return self._suspend_guard(value)
+
     # -- the Settler protocol (called by Ask) ----------------------------------------------------
     def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any] | Deferred:
         values = [self._resolve(ask) for ask in asks]
