@@ -113,18 +113,22 @@ class Runner:
                 and params.request_state is UNSET):
             return await self._call_plain(request, peer, entry, arguments, flow_id)
 
-        async def invoke(ctx: Context) -> Any:
+        def invoke(ctx: Context) -> Awaitable[Any]:
+            # Not a coroutine of its own: Round.run awaits what the handler returns (a bad
+            # argument raises there, inside the same try).
             if entry.ask_if_missing:
-                args = await _arguments(ctx, entry, arguments)
-            else:
-                args = entry.convert(arguments)
-            return await (entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args))
+                return invoke_tool(entry, ctx, arguments)
+            args = entry.convert(arguments)
+            return entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args)
 
         round_, ctx = self._open(request, peer, sink, params.name, arguments, flow_id)
         round_.consent = entry.consent
-        if token is not None or self._engine.ledger is not None and round_.flow.round_id:
+        if token is not None:
             return await self._confirmed(entry, round_, request, (token, arguments), peer,
                                          lambda: self._tool_result(entry, round_.run(invoke, ctx)))
+        if self._engine.ledger is not None and round_.flow.round_id:
+            return await self._redeem(round_, request, CallToolResult,
+                                      lambda: self._tool_result(entry, round_.run(invoke, ctx)))
         # The hot path (no store, or round 1) inlines _tool_result: one coroutine frame fewer.
         try:
             out = await round_.run(invoke, ctx)
