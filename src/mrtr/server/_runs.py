@@ -228,7 +228,7 @@ class Runner:
         if isinstance(out, InputRequiredResult):
             return _with_meta(out, self._meta)
         result = checked_tool_result(entry.tool.name, out, entry.check_output, self._log,
-                                     entry.dump)
+                                     entry.dump, self._meta)
         return _with_meta(result, self._meta)
 
     # -- prompts/get -----------------------------------------------------------------------------
