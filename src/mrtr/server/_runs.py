@@ -72,6 +72,7 @@ class Runner:
         params = request.params
         bind = _LazyBinding(request.method, target, arguments, peer.principal)
         round_ = self._engine.open(params.request_state, bind)
+        round_.meta = self._meta
         if flow_id and not round_.flow.flow_id:
             round_.flow.flow_id = flow_id
         responses = params.input_responses if params.input_responses is not UNSET else {}
