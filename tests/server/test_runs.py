@@ -12,6 +12,7 @@ import pytest
 from msgspec import Meta
 
 from mrtr import Context, Form, Server
+from mrtr.protocol import ElicitRequest, ElicitRequestFormParams
 from mrtr.server import AskIfMissing, CachePolicy, InputRequired, ToolError
 from mrtr.testing import TestClient
 from tests.server.wire import FROZEN_STATE_ERROR, WireClient
@@ -86,6 +87,17 @@ async def told_off() -> str:
 @app.resource("mem://broken")
 def broken_resource() -> str:
     raise OSError(SECRET)
+
+
+NAME = ElicitRequest(params=ElicitRequestFormParams(
+    message="Name?", requested_schema={"type": "object", "properties": {
+        "name": {"type": "string"}}, "required": ["name"]}))
+
+
+@app.tool()
+async def plain_guard(who: str) -> Any:
+    """No Context: round 1 runs without a Round (Runner._call_plain) until it suspends."""
+    return InputRequired(asks={"name": NAME}, state={"who": who})
 
 
 @app.tool()
@@ -507,3 +519,26 @@ def test_27_a_resource_template_asks_for_a_parameter_the_uri_does_not_carry() ->
 def test_27_the_ask_key_names_the_omitted_parameters_sorted() -> None:
     assert AskIfMissing.key("region") == "args:region"
     assert AskIfMissing.key("size", "region") == "args:region,size"
+
+
+def test_a_tool_without_context_may_suspend_guard_style(client: WireClient) -> None:
+    # Round 1 of a ctx-less tool skips the round engine; a returned InputRequired still seals
+    # a state bound to the call, which the retry (through the engine) opens.
+    first = client.send("tools/call", {"name": "plain_guard", "arguments": {"who": "a"}})
+    result = first["result"]
+    assert result["resultType"] == "input_required" and set(result["inputRequests"]) == {"name"}
+    answers = {"name": {"action": "accept", "content": {"name": "x"}}}
+    again = client.send("tools/call", {"name": "plain_guard", "arguments": {"who": "a"},
+                                       "requestState": result["requestState"],
+                                       "inputResponses": answers})
+    assert again["result"]["resultType"] == "input_required"
+    assert again["result"]["requestState"] != result["requestState"]
+    other = client.send("tools/call", {"name": "plain_guard", "arguments": {"who": "b"},
+                                       "requestState": result["requestState"]})
+    assert other["error"] == FROZEN_STATE_ERROR  # bound to the arguments
+
+
+def test_a_tool_without_context_still_rejects_a_bad_state(client: WireClient) -> None:
+    reply = client.send("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2},
+                                       "requestState": "v1.forged"})
+    assert reply["error"] == FROZEN_STATE_ERROR

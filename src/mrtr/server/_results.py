@@ -22,6 +22,7 @@ from mrtr.protocol import (
     ResourceLink,
     TextContent,
     TextResourceContents,
+    UnsetType,
 )
 from mrtr.server._pydantic import encode_model
 
@@ -56,11 +57,12 @@ def checked_tool_result(
     check: Callable[[object], str | None] | None,
     log: logging.Logger,
     dump: Dump | None = None,
+    meta: dict[str, object] | UnsetType = UNSET,
 ) -> CallToolResult:
     """`tool_result`, with values JSON cannot carry and structuredContent that does not match
     the tool's outputSchema (TOOL-02: `check`) turned into `isError` results; reasons logged."""
     try:
-        result = tool_result(value, structured=check is not None, dump=dump)
+        result = tool_result(value, structured=check is not None, dump=dump, meta=meta)
     except (TypeError, ValueError, msgspec.EncodeError) as exc:
         log.error("tool %s returned a result that cannot be serialised: %s", name, exc)
         return tool_error(f"Tool {name} returned a result that cannot be serialised.")
@@ -77,19 +79,22 @@ def checked_tool_result(
     return result
 
 
-def tool_result(value: object, *, structured: bool, dump: Dump | None = None) -> CallToolResult:
+def tool_result(value: object, *, structured: bool, dump: Dump | None = None,
+                meta: dict[str, object] | UnsetType = UNSET) -> CallToolResult:
     """Content for `value`: text, a content block or list of them, or JSON (+ structuredContent).
 
     `dump` (a pydantic return type's) gives the JSON of the text and the structuredContent;
     without it msgspec's `to_builtins` gives both. Raises TypeError or ValueError
     (UnicodeEncodeError, pydantic's serialisation errors) when `value` cannot be sent as JSON.
+    `meta` is the `_meta` of a result built here (a CallToolResult the handler built keeps its
+    own: the caller fills it, so the handler's object is never changed).
     """
     if isinstance(value, str):
         if not value.isascii():
             value.encode()  # a lone surrogate cannot be sent; ASCII (the common case) always can
-        return CallToolResult(content=[TextContent(text=value)])
+        return CallToolResult(content=[TextContent(text=value)], meta=meta)
     if value is None:
-        return CallToolResult(content=[])
+        return CallToolResult(content=[], meta=meta)
     if isinstance(value, CallToolResult):
         _JSON.encode(value)  # built by the handler: any field may hold what JSON cannot carry
         return value

@@ -142,7 +142,8 @@ class Round:
     """One request of a flow: settles the handler's asks, then finishes or suspends."""
 
     __slots__ = ("_answered", "_bind", "_capabilities", "_deadline", "_engine", "_info",
-                 "_responses", "_sent", "_shapes", "asked", "caught_up", "consent", "flow", "grant")
+                 "_responses", "_sent", "_shapes", "asked", "caught_up", "consent", "flow", "grant",
+                 "meta")
 
     def __init__(
         self,
@@ -160,6 +161,9 @@ class Round:
         self._info: object = None  # clientInfo, for the operator's consent policy
         self.consent = ""  # a tool's default consent mode (set by the Runner); "": not a tool
         self.grant: Grant | None = None  # a redeemed confirmation token (server/_consent.py)
+        # The `_meta` of the InputRequiredResult a suspension builds (the Runner sets the
+        # server's; built in, so that the result is not copied once more to add it).
+        self.meta: dict[str, Any] | UnsetType = UNSET
         self._shapes: dict[str, str] = {}  # key -> shape of every ask settled in this run
         self._answered = False  # an answer was journaled this round
         self.asked: dict[str, InputRequest] = {}  # what this round sends
@@ -233,6 +237,11 @@ class Round:
         if isinstance(value, InputRequired):
             return self._suspend_guard(value)
         return value
+
+    def returned(self, value: InputRequired) -> InputRequiredResult:
+        """Suspend with what a handler that took no Context returned (the Runner ran it
+        without one: it cannot have asked, so nothing was sent or dropped)."""
+        return self._suspend_guard(value)
 
     # -- the Settler protocol (called by Ask) ----------------------------------------------------
     def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any] | Deferred:
@@ -342,7 +351,7 @@ class Round:
         token = self._engine.seal(following, self._bind(), self._deadline,
                                   answered=self._answered)
         return InputRequiredResult(
-            input_requests=dict(asks) if asks else UNSET, request_state=token
+            input_requests=dict(asks) if asks else UNSET, request_state=token, meta=self.meta
         )
 
 

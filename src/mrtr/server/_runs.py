@@ -32,7 +32,7 @@ from mrtr.server._failures import tool_failure
 from mrtr.server._peer import Notifier, Peer
 from mrtr.server._registry import Server
 from mrtr.server._results import checked_tool_result, prompt_result, resource_contents
-from mrtr.server._rounds import Round, RoundEngine
+from mrtr.server._rounds import InputRequired, Round, RoundEngine
 from mrtr.server._schema import AskIfMissing
 from mrtr.server._sealing import Binding, digest_arguments
 from mrtr.server.tasks._runner import PreTask, TaskRunner
@@ -72,6 +72,7 @@ class Runner:
         params = request.params
         bind = _LazyBinding(request.method, target, arguments, peer.principal)
         round_ = self._engine.open(params.request_state, bind)
+        round_.meta = self._meta
         if flow_id and not round_.flow.flow_id:
             round_.flow.flow_id = flow_id
         responses = params.input_responses if params.input_responses is not UNSET else {}
@@ -100,11 +101,7 @@ class Runner:
         self, request: CallToolRequest, peer: Peer, sink: Notifier | None, *, flow_id: str = ""
     ) -> CallToolResult | InputRequiredResult | CreateTaskResult:
         params = request.params
-        entry = self._server.tables.tools.get(params.name)
-        if entry is None:
-            raise InvalidParams(f"Unknown tool: {params.name}")
-        if entry.scopes and not peer.allows(entry.scopes):
-            raise InsufficientScope(sorted(entry.scopes))
+        entry = self._tool(params.name, peer)
         arguments = params.arguments if params.arguments is not UNSET else {}
         token: object = None
         if CONFIRM_ARGUMENT in arguments:  # a confirmation token (server/_consent.py)
@@ -113,18 +110,26 @@ class Runner:
                 and _tasked(entry, params.meta.client_capabilities.extensions)):
             return await self._call_task_tool(request, peer, sink, entry, arguments, flow_id)
 
-        async def invoke(ctx: Context) -> Any:
+        if (not entry.wants_ctx and not entry.ask_if_missing and token is None
+                and params.request_state is UNSET):
+            return await self._call_plain(request, peer, entry, arguments, flow_id)
+
+        def invoke(ctx: Context) -> Awaitable[Any]:
+            # Not a coroutine of its own: Round.run awaits what the handler returns (a bad
+            # argument raises there, inside the same try).
             if entry.ask_if_missing:
-                args = await _arguments(ctx, entry, arguments)
-            else:
-                args = entry.convert(arguments)
-            return await (entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args))
+                return invoke_tool(entry, ctx, arguments)
+            args = entry.convert(arguments)
+            return entry.call(ctx, **args) if entry.wants_ctx else entry.call(**args)
 
         round_, ctx = self._open(request, peer, sink, params.name, arguments, flow_id)
         round_.consent = entry.consent
-        if token is not None or self._engine.ledger is not None and round_.flow.round_id:
+        if token is not None:
             return await self._confirmed(entry, round_, request, (token, arguments), peer,
                                          lambda: self._tool_result(entry, round_.run(invoke, ctx)))
+        if self._engine.ledger is not None and round_.flow.round_id:
+            return await self._redeem(round_, request, CallToolResult,
+                                      lambda: self._tool_result(entry, round_.run(invoke, ctx)))
         # The hot path (no store, or round 1) inlines _tool_result: one coroutine frame fewer.
         try:
             out = await round_.run(invoke, ctx)
@@ -132,6 +137,32 @@ class Runner:
             out = self._failure(exc, params.name)  # a ProtocolError is re-raised
         except ConsentRequired as need:  # the question goes to the model, with a token
             return _asked_model(need, self._meta)
+        return self._tool_outcome(entry, out)
+
+    def _tool(self, name: str, peer: Peer) -> ToolEntry:
+        entry = self._server.tables.tools.get(name)
+        if entry is None:
+            raise InvalidParams(f"Unknown tool: {name}")
+        if entry.scopes and not peer.allows(entry.scopes):
+            raise InsufficientScope(sorted(entry.scopes))
+        return entry
+
+    async def _call_plain(
+        self, request: CallToolRequest, peer: Peer, entry: ToolEntry, arguments: dict[str, Any],
+        flow_id: str,
+    ) -> CallToolResult | InputRequiredResult:
+        """Round 1 of a tool that takes no Context: no Round, Context or Binding is built.
+
+        Nothing of the round engine is reachable without a Context (no ask, `once`, progress,
+        consent question or URL elicitation; no state to unseal, no round to redeem), except a
+        guard-style InputRequired returned, which opens the round to seal its state."""
+        try:
+            out = await entry.call(**entry.convert(arguments))
+            if isinstance(out, InputRequired):
+                out = self._open(request, peer, None, entry.tool.name, arguments,
+                                 flow_id)[0].returned(out)
+        except Exception as exc:
+            out = self._failure(exc, entry.tool.name)  # a ProtocolError is re-raised
         return self._tool_outcome(entry, out)
 
     async def _confirmed(
@@ -198,7 +229,7 @@ class Runner:
         if isinstance(out, InputRequiredResult):
             return _with_meta(out, self._meta)
         result = checked_tool_result(entry.tool.name, out, entry.check_output, self._log,
-                                     entry.dump)
+                                     entry.dump, self._meta)
         return _with_meta(result, self._meta)
 
     # -- prompts/get -----------------------------------------------------------------------------

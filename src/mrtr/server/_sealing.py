@@ -41,6 +41,7 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from hmac import compare_digest
+from typing import Any
 
 import msgspec
 from cryptography.exceptions import InvalidTag
@@ -125,21 +126,38 @@ def digest_arguments(arguments: object) -> bytes:
     Raises InvalidParams when objects and arrays nest deeper than MAX_ARGUMENT_DEPTH.
     """
     canonical = _canonical_json_value(arguments, MAX_ARGUMENT_DEPTH)
-    return hashlib.sha256(msgspec.json.encode(canonical, order="sorted")).digest()
+    return hashlib.sha256(_encode_sorted(canonical)).digest()
 
 
-def _canonical_json_value(value: object, depth: int) -> object:
-    if isinstance(value, float):
-        if value.is_integer() and abs(value) < _EXACT_FLOAT:
-            return int(value)
-        return value
-    if isinstance(value, dict | list | tuple):
+_encode_sorted = msgspec.json.Encoder(order="sorted").encode
+_PLAIN = frozenset({str, int, bool, type(None)})  # exact types canonical as they are
+
+
+def _canonical_json_value(value: Any, depth: int) -> object:
+    kind = type(value)
+    if kind is dict or kind is list:  # decoded JSON: copied only where a member changed
         if depth <= 0:
             raise InvalidParams(f"Arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")
-        if isinstance(value, dict):
-            return {k: _canonical_json_value(v, depth - 1) for k, v in value.items()}
-        return [_canonical_json_value(v, depth - 1) for v in value]
-    return value
+        changed: Any = None
+        for k, v in value.items() if kind is dict else enumerate(value):
+            if type(v) not in _PLAIN and (c := _canonical_json_value(v, depth - 1)) is not v:
+                if changed is None:
+                    changed = kind(value)
+                changed[k] = c
+        return value if changed is None else changed
+    return value if kind in _PLAIN else _canonical_other(value, depth)
+
+
+def _canonical_other(value: Any, depth: int) -> object:
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) < _EXACT_FLOAT else value
+    if not isinstance(value, dict | list | tuple):
+        return value
+    if depth <= 0:  # subclasses and tuples: a plain copy
+        raise InvalidParams(f"Arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")
+    if isinstance(value, dict):
+        return {k: _canonical_json_value(v, depth - 1) for k, v in value.items()}
+    return [_canonical_json_value(v, depth - 1) for v in value]
 
 
 @functools.lru_cache(maxsize=1024)  # a pure memo: the same callers come back round after round
@@ -270,15 +288,8 @@ class Sealer:
         Single-process use only: another process (or a restart) cannot unseal its states, so
         multi-worker deployments must share keys (`MRTR_STATE_KEYS`).
         """
-        return cls(
-            keys=[secrets.token_bytes(32)],
-            audience=audience,
-            ttl=ttl,
-            flow_ttl=flow_ttl,
-            clock=clock,
-            max_state_bytes=max_state_bytes,
-            logger=logger,
-        )
+        return cls(keys=[secrets.token_bytes(32)], audience=audience, ttl=ttl,
+                   flow_ttl=flow_ttl, clock=clock, max_state_bytes=max_state_bytes, logger=logger)
 
     def for_audience(self, audience: str, *, ttl: float, flow_ttl: float | None = None) -> Sealer:
         """A Sealer on the same key ring for another audience and lifetime (seconds).
@@ -306,20 +317,10 @@ class Sealer:
         `Unsealed.deadline` of the incoming state. Raises StateTooLarge past `max_state_bytes`.
         """
         now = float(self._clock())
-        plain = self._encode(
-            _Claims(
-                _VERSION,
-                now,
-                now + self._ttl,
-                now + self._flow_ttl if deadline is None else deadline,
-                binding.method,
-                binding.target,
-                binding.arguments_digest,
-                self._audience,
-                binding.principal_digest,
-                body,
-            )
-        )
+        plain = self._encode(_Claims(
+            _VERSION, now, now + self._ttl, now + self._flow_ttl if deadline is None else deadline,
+            binding.method, binding.target, binding.arguments_digest, self._audience,
+            binding.principal_digest, body))
         size = len(_PREFIX) + (4 * (_OVERHEAD + len(plain)) + 2) // 3
         if size > self._max:
             raise StateTooLarge(f"requestState would be {size} bytes; the limit is {self._max}")
