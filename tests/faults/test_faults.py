@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -216,6 +216,34 @@ def sigkill_at_every_point(replicas: Replicas, report: list[str], setup: str) ->
         raise
 
 
+def through_outage(tmp_path: Path, replicas: Replicas, flows: list[Flow],
+                   stop: Callable[[], None], start: Callable[[], None]) -> None:
+    """Drive `flows` over two replicas; once every flow holds at its point, `stop` the store,
+    wait 3 s, `start` it again (in a thread: it waits until the store serves), then gather."""
+    async def main() -> list[Flow]:
+        running = [asyncio.ensure_future(drive(flow, hold=2.0,
+                                               urls=lambda n: replicas.url(n % 2)))
+                   for flow in flows]
+        await marks_reached(tmp_path, flows)
+        stop()
+        await asyncio.sleep(3.0)
+        await asyncio.to_thread(start)
+        return await asyncio.gather(*running)
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 120))
+    finally:
+        books(tmp_path, flows)
+
+
+def assert_pending_after_claim(flows: list[Flow]) -> None:
+    """A retry of every flow that had claimed before the outage met its claim held (503
+    outcome_pending); the flow that had not claimed yet never did."""
+    pending = {f.point: "503 outcome_pending" in f.answers for f in flows}
+    assert pending == {"before-claim": False, "after-claim": True, "inside-fn": True,
+                       "after-fn": True, "after-record": True}, [f.answers for f in flows]
+
+
 @pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
 def test_25_redis_killed_while_flows_run(tmp_path: Path, report: list[str]) -> None:
     # A durable Redis (append-only file, fsync always) SIGKILLed for 3 s, then restarted.
@@ -230,28 +258,11 @@ def test_25_redis_killed_while_flows_run(tmp_path: Path, report: list[str]) -> N
     try:
         replicas = Replicas(tmp_path, fault_env(tmp_path, redis.url,
                                                 FAULTS_LOSE="before-claim"), 2)
-        two = replicas
-
-        async def main() -> list[Flow]:
-            running = [asyncio.ensure_future(drive(flow, hold=2.0,
-                                                   urls=lambda n: two.url(n % 2)))
-                       for flow in flows]
-            await marks_reached(tmp_path, flows)
-            redis.kill()
-            await asyncio.sleep(3.0)
-            await asyncio.to_thread(redis.restart)
-            return await asyncio.gather(*running)
-
-        try:
-            asyncio.run(asyncio.wait_for(main(), 120))
-        finally:
-            books(tmp_path, flows)
+        through_outage(tmp_path, replicas, flows, redis.kill, redis.restart)
         report.append(summary("store outage: Redis killed 3 s", "2 replicas, Redis (AOF)",
                               flows))
         check(flows)
-        pending = {f.point: "503 outcome_pending" in f.answers for f in flows}
-        assert pending == {"before-claim": False, "after-claim": True, "inside-fn": True,
-                           "after-fn": True, "after-record": True}, [f.answers for f in flows]
+        assert_pending_after_claim(flows)
         assert (tmp_path / "marks" / f"{flows[0].invoice}.lost").exists()  # it was injected
         # No retry of it blocked on a claim until the poll bound (5 s) or the lease (6 s); the
         # first attempt holds 2 s at its point.
@@ -276,28 +287,11 @@ def test_28_postgresql_crashed_while_flows_run(tmp_path: Path, report: list[str]
     flows = flows_for("postgres-crashed")
     try:
         replicas = Replicas(tmp_path, fault_env(tmp_path, server.url), 2)
-        two = replicas
-
-        async def main() -> list[Flow]:
-            running = [asyncio.ensure_future(drive(flow, hold=2.0,
-                                                   urls=lambda n: two.url(n % 2)))
-                       for flow in flows]
-            await marks_reached(tmp_path, flows)
-            server.crash()
-            await asyncio.sleep(3.0)
-            await asyncio.to_thread(server.restart)
-            return await asyncio.gather(*running)
-
-        try:
-            asyncio.run(asyncio.wait_for(main(), 120))
-        finally:
-            books(tmp_path, flows)
+        through_outage(tmp_path, replicas, flows, server.crash, server.restart)
         report.append(summary("store outage: PostgreSQL crashed 3 s", "2 replicas, PostgreSQL",
                               flows))
         check(flows)
-        pending = {f.point: "503 outcome_pending" in f.answers for f in flows}
-        assert pending == {"before-claim": False, "after-claim": True, "inside-fn": True,
-                           "after-fn": True, "after-record": True}, [f.answers for f in flows]
+        assert_pending_after_claim(flows)
     except AssertionError:
         if replicas is not None:
             print(replicas.logs())
