@@ -22,7 +22,6 @@ import hashlib
 import logging
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from pathlib import Path
 from mrtr.server import Dispatcher
 from mrtr.serving._target import KEYS_ENV
 from mrtr.stores import ENV_STORE, MemoryStore, Store, store_from_url
-from mrtr.stores._ready import ready
+from mrtr.stores._ready import checks_its_server, ready
 
 __all__ = ["EPHEMERAL", "KeyOrigin", "NO_STORE", "app_store", "open_store", "ready",
            "run_store", "store_file", "with_store"]
@@ -140,21 +139,12 @@ def _check(url: str, workers: int, allow_unshared: bool) -> None:
         else:
             log.info("exactly-once rounds: store %s (this process only)", url)
         return
-    if _checks_its_server(store):  # before any worker starts
+    if checks_its_server(store):  # before any worker starts
         try:
             asyncio.run(_ready_and_close(store))
         except ValueError as exc:
             raise ValueError(f"store {_shown(url)}: {exc}") from None
     log.info("exactly-once rounds: store %s", _shown(url))
-
-
-def _checks_its_server(store: Store | None) -> bool:
-    """A RedisStore or PostgresStore (with neither module loaded, neither: no import here)."""
-    if "mrtr.stores._redis" not in sys.modules:  # _postgres imports _redis
-        return False
-    from mrtr.stores import PostgresStore, RedisStore
-
-    return isinstance(store, RedisStore | PostgresStore)
 
 
 async def _ready_and_close(store: Store) -> None:

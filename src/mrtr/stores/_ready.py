@@ -11,12 +11,23 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mrtr.stores._store import Store
 
-__all__ = ["ready"]
+__all__ = ["checks_its_server", "ready"]
+
+
+def checks_its_server(store: Store | None) -> bool:
+    """A RedisStore or PostgresStore: one whose server `ready` checks (neither module loaded:
+    neither, and nothing is imported here)."""
+    if store is None or "mrtr.stores._redis" not in sys.modules:
+        return False
+    from mrtr.stores._postgres import PostgresStore
+    from mrtr.stores._redis import RedisStore
+
+    return isinstance(store, RedisStore | PostgresStore)
 
 
 async def ready(store: Store | None) -> None:
     """Check at start-up what a store checks before its first command (see _redis.ready)."""
-    if store is None or "mrtr.stores._redis" not in sys.modules:
+    if not checks_its_server(store):
         return
     from mrtr.stores._redis import ready as check
 
