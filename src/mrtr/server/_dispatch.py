@@ -229,10 +229,7 @@ class Dispatcher:
         """Serve one decoded request; every failure becomes an error Reply, never an exception."""
         # The Probe names the request in log lines and telemetry (docs/operations.md).
         method = request.method  # a property (the struct's tag): read once
-        field = _NAME_ATTRIBUTE.get(method)
-        probe = Probe(request.id, method,
-                      getattr(request.params, field, None) if field is not None else None,
-                      peer.principal)
+        probe = Probe(request.id, method, _target(request, method), peer.principal)
         probe.enter()
         started = self.request_log.start()  # None: `mrtr.requests` is off, nothing is timed
         reply: Reply | None = None
@@ -291,13 +288,9 @@ class Dispatcher:
     # -- helpers -------------------------------------------------------------------------------
     def _check_headers(self, message: Message, headers: Mapping[str, str]) -> None:
         params = message.params
-        name: str | None = None
         arguments: Mapping[str, object] | None = None
         header_map: Mapping[str, str] = {}
         method = message.method
-        field = _NAME_ATTRIBUTE.get(method)
-        if field is not None:
-            name = getattr(params, field, None)
         if isinstance(message, CallToolRequest):
             entry = self.server.tables.tools.get(params.name)
             arguments = params.arguments if params.arguments is not UNSET else {}
@@ -306,7 +299,7 @@ class Dispatcher:
             headers,
             protocol_version=params.meta.protocol_version,
             method=method,
-            name=name,
+            name=_target(message, method),
             arguments=arguments,
             header_map=header_map,
         )
@@ -375,14 +368,15 @@ class Dispatcher:
         return CompleteResult(completion=Completion(values=values), meta=self.result_meta)
 
 
-def _target(request: Message) -> str | None:
-    """The request's target: its tool or prompt name, resource URI or task id."""
-    field = _NAME_ATTRIBUTE.get(request.method)
+def _target(request: Message, method: str) -> str | None:
+    """The request's target: its tool or prompt name, resource URI or task id (`method` is the
+    request's, read once by the caller: each read of the struct's tag builds an object)."""
+    field = _NAME_ATTRIBUTE.get(method)
     return getattr(getattr(request, "params", None), field, None) if field is not None else None
 
 
 def _describe(request: Message) -> str:
     """The request's id, method and target (tool, prompt or URI), for the log."""
-    target = _target(request)
+    target = _target(request, request.method)
     what = f"{request.method} {target}" if target is not None else request.method
     return f"request {request.id!r} ({what})"
