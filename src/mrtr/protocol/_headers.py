@@ -29,7 +29,6 @@ __all__ = [
 
 ANNOTATION = "x-mcp-header"
 _PREFIX = "=?base64?"
-_LOWER = {label: label.lower() for label in ("MCP-Protocol-Version", "Mcp-Method", "Mcp-Name")}
 _SUFFIX = "?="
 _OWS = " \t"
 _PLAIN = re.compile(r"[\x20-\x7e]*")
@@ -261,9 +260,8 @@ def _read(headers: Mapping[str, str], label: str, *, decode: bool) -> str | None
 
 
 def _expect(headers: Mapping[str, str], label: str, expected: str, *, decode: bool) -> None:
-    raw = headers.get(_LOWER.get(label) or label.lower())
-    if raw == expected and _verbatim(raw):
-        return  # the common case: the header carries exactly the body's value
+    """The header is not the body's value verbatim (check_headers settles that case inline):
+    read it as the spec says, decoding it if `decode`, and compare."""
     got = _read(headers, label, decode=decode)
     if got is None:
         raise HeaderMismatch(f"{label} header is missing")
