@@ -452,15 +452,16 @@ def test_one_timer_starts_the_watchers_of_requests_due_in_turn() -> None:
     assert rearmed and idle
 
 
-def test_running_loop_is_per_thread_and_per_loop() -> None:
-    """The cached loop is never handed to another thread's or a later loop's requests."""
+def test_watchlist_is_per_thread_and_per_loop() -> None:
+    """The cached Watchlist (and its loop) is never handed to another thread's or a later
+    loop's requests."""
     app = McpApp(Dispatcher(apps.app))
     both_running = threading.Barrier(2, timeout=5)
     wrong: list[str] = []
 
     async def probe(together: bool) -> None:
         for round_no in range(50):
-            if app.running_loop() is not asyncio.get_running_loop():
+            if app.watchlist().loop is not asyncio.get_running_loop():
                 wrong.append(f"{threading.current_thread().name} round {round_no}")
             if round_no == 0 and together:  # both loops are running from here on
                 await asyncio.to_thread(both_running.wait)

@@ -119,7 +119,7 @@ class McpApp:
         self.extra_headers: list[tuple[bytes, bytes]] = (
             [(b"mcp-debug-worker", str(os.getpid()).encode())] if expose_worker else []
         )
-        self._loop_seen: tuple[Watchlist, int] | None = None
+        self._watchlist_seen: tuple[Watchlist, int] | None = None
         self.sessions: SessionEndpoint | None = (
             SessionEndpoint(self, ask_timeout=ask_timeout, limits=session_limits) if sessions
             else None
@@ -276,19 +276,16 @@ class McpApp:
         principal = await self._authenticate(scope, headers)
         await self.sessions.other(method, scope, headers, principal, exchange)
 
-    def running_loop(self) -> asyncio.AbstractEventLoop:
-        """The event loop running this request, without a system call per request.
+    def watchlist(self) -> Watchlist:
+        """The Watchlist of the loop running this request (one per loop and thread), found
+        without a system call per request.
 
         On Python 3.11 `asyncio.get_running_loop()` (and `current_task()` without a loop) calls
-        getpid() each time: ~4 % of a busy server's CPU. The loop seen last is reused while it
-        is running and this is the thread that saw it run (one loop per thread, as every ASGI
-        server runs them); anything else asks asyncio again.
+        getpid() each time: ~4 % of a busy server's CPU. The Watchlist seen last is reused while
+        its loop is running and this is the thread that saw it run (one loop per thread, as
+        every ASGI server runs them); anything else asks asyncio again.
         """
-        return self.watchlist().loop
-
-    def watchlist(self) -> Watchlist:
-        """The Watchlist of the running loop (see running_loop): one per loop and thread."""
-        seen = self._loop_seen
+        seen = self._watchlist_seen
         if seen is not None and seen[1] == threading.get_ident() and seen[0].loop.is_running():
             return seen[0]
         loop = asyncio.get_running_loop()
@@ -296,7 +293,7 @@ class McpApp:
             watchlist = seen[0]  # the same loop in another thread is not running here
         else:
             watchlist = Watchlist(loop)
-        self._loop_seen = (watchlist, threading.get_ident())
+        self._watchlist_seen = (watchlist, threading.get_ident())
         return watchlist
 
     async def _authenticate(self, scope: ASGIScope, headers: Mapping[str, str]) -> str | None:
