@@ -2,7 +2,8 @@
 a round of someone else, and bearer tokens `user-NAME` naming principals.
 
 `LIMITS_APP_MAX_ARGUMENTS` (bytes) raises StoreLimits.max_arguments, so that arguments over
-the default reach the principal's byte quota instead.
+the default reach the principal's byte quota instead; `LIMITS_APP_PRINCIPAL_BYTES` (bytes) sets
+that quota.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from mrtr.errors import Unauthorized
 from mrtr.http import McpApp
 from mrtr.server import Dispatcher, StoreLimits
 
-_given = os.environ.get("LIMITS_APP_MAX_ARGUMENTS")
-server = Server("limits-e2e", limits=StoreLimits(max_arguments=int(_given)) if _given
-                else StoreLimits())
+_KNOBS = (("max_arguments", "LIMITS_APP_MAX_ARGUMENTS"),
+          ("principal_bytes", "LIMITS_APP_PRINCIPAL_BYTES"))
+_limits = {name: int(os.environ[variable]) for name, variable in _KNOBS if variable in os.environ}
+server = Server("limits-e2e", limits=StoreLimits(**_limits))
 
 
 class Name(Form):
