@@ -11,7 +11,8 @@ principal and the originating request, short expiry). Knows nothing of rounds.
 #   b"mrtr requestState v1") and, with another info, the 8-byte kid, so the kid tells an attacker
 #   nothing about either. Derivation and AESGCM objects are built once, in __init__.
 # - Random 96-bit nonces stay safe for ~2**32 seals per key (NIST SP 800-38D); rotate keys well
-#   before that (at 1,000 seals/s that is over a century).
+#   before that (at 1,000 seals/s that is over a century). Being unique per token, a nonce also
+#   names its token (seal_named): the round engine's round id, without a second random draw.
 # - Claims are a msgpack array (msgspec, array_like) so the token stays small; the caller's body is
 #   opaque bytes (the round engine puts round number, flow id and journal there).
 # - Binding is a frozen dataclass so the principal digest is computed once per request.
@@ -316,6 +317,20 @@ class Sealer:
         `deadline` is the flow's absolute deadline: None on round 1 (now + flow_ttl), else the
         `Unsealed.deadline` of the incoming state. Raises StateTooLarge past `max_state_bytes`.
         """
+        return self._seal(os.urandom(_NONCE), body, binding, deadline)
+
+    def seal_named(self, build: Callable[[str], bytes], binding: Binding, *,
+                   deadline: float | None = None) -> str:
+        """`seal(build(name), ...)`, where `name` names this one token among every token sealed
+        under any key: the hex of its random 96-bit nonce, which AES-GCM needs unique anyway.
+
+        For a caller that names what it seals (the round engine's round id, sealed in the body
+        as before): no second draw from the system's random source per token.
+        """
+        nonce = os.urandom(_NONCE)
+        return self._seal(nonce, build(nonce.hex()), binding, deadline)
+
+    def _seal(self, nonce: bytes, body: bytes, binding: Binding, deadline: float | None) -> str:
         now = float(self._clock())
         plain = self._encode(_Claims(
             _VERSION, now, now + self._ttl, now + self._flow_ttl if deadline is None else deadline,
@@ -324,7 +339,6 @@ class Sealer:
         size = len(_PREFIX) + (4 * (_OVERHEAD + len(plain)) + 2) // 3
         if size > self._max:
             raise StateTooLarge(f"requestState would be {size} bytes; the limit is {self._max}")
-        nonce = os.urandom(_NONCE)
         blob = self._kid + nonce + self._aead.encrypt(nonce, plain, self._aad)
         text = binascii.b2a_base64(blob, newline=False).rstrip(b"=").translate(_TO_URL)
         return _PREFIX + text.decode("ascii")
