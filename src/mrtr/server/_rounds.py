@@ -117,8 +117,8 @@ class RoundEngine:
         try:
             if self.ledger is None:  # nothing keys on the round: no round id
                 return self._sealer.seal(encode_flow(following), binding, deadline=deadline)
-            return self._sealer.seal_named(lambda name: _named(following, name), binding,
-                                           deadline=deadline)
+            return self._sealer.seal(lambda name: _named(following, name), binding,
+                                     deadline=deadline)
         except StateTooLarge as exc:
             if answered:
                 raise InvalidParams(
@@ -333,7 +333,7 @@ class Round:
                                    meta={RETRY_HINT_KEY: round(retry_after * 1000)})
 
     def _suspend(
-        self, asks: Mapping[str, InputRequest], shapes: dict[str, str], state: JSON
+        self, asks: dict[str, InputRequest], shapes: dict[str, str], state: JSON
     ) -> InputRequiredResult:
         flow = self.flow
         following = FlowState(
@@ -347,7 +347,7 @@ class Round:
         token = self._engine.seal(following, self._bind(), self._deadline,
                                   answered=self._answered)
         return InputRequiredResult(
-            input_requests=dict(asks) if asks else UNSET, request_state=token, meta=self.meta
+            input_requests=asks if asks else UNSET, request_state=token, meta=self.meta
         )
 
 
