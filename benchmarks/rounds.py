@@ -70,13 +70,25 @@ async def _post(app: McpApp, method: str, params: dict[str, Any], name: str | No
              "http_version": "1.1", "scheme": "http", "query_string": b"", "root_path": "",
              "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8000)}
     sent: list[bytes] = []
+    done = asyncio.Event()
+    read = False
 
     async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": body, "more_body": False}
+        # As a server does: the body once, then nothing until the response is complete. (A
+        # receive that gave the body again and again made McpApp's watcher of a slow request,
+        # started under load, spin on it until the request's deadline.)
+        nonlocal read
+        if not read:
+            read = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
 
     async def send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.body":
             sent.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                done.set()
 
     await app(scope, receive, send)
     return json.loads(b"".join(sent))["result"]

@@ -5,6 +5,7 @@
 # or this round's inputResponses, or suspends the handler. Nothing here touches I/O or the clock.
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
@@ -31,6 +32,7 @@ from mrtr.server._asks import (
     NO_FALLBACK,
     Ask,
     Asker,
+    AskSpec,
     Declined,
     Elicited,
     Gathered,
@@ -48,7 +50,13 @@ from mrtr.server._asks import (
     url_spec,
 )
 from mrtr.server._completions import Completions, NotYet
-from mrtr.server._forms import Confirmation, FormInvalid, render_form, validate_against_schema
+from mrtr.server._forms import (
+    Confirmation,
+    FormInvalid,
+    RenderedForm,
+    render_form,
+    validate_against_schema,
+)
 from mrtr.server._journal import FlowState
 from mrtr.server._once import declared_type, restore, run_kept
 from mrtr.server._peer import Notifier, Peer, Principal
@@ -197,7 +205,7 @@ class Context(Reporting):
         if form is None or other:
             raise TypeError(_elicit_misspelt(form, other))
         rendered = render_form(form)
-        spec = form_spec(message, rendered.schema, rendered.digest)
+        spec = _rendered_spec(rendered, message)
 
         def resolve(raw: object) -> tuple[Any, JSON]:
             answer = decode_elicit(raw)
@@ -244,7 +252,7 @@ class Context(Reporting):
         None: the tool's `consent=` (default "auto" for destructive tools, else "native").
         """
         rendered = render_form(Confirmation)
-        spec = form_spec(message, rendered.schema, rendered.digest)
+        spec = _rendered_spec(rendered, message)
 
         def resolve(raw: object) -> tuple[bool, JSON]:
             answer = decode_elicit(raw)
@@ -364,6 +372,13 @@ class Context(Reporting):
                 found = await run_kept(fn, declared)
             onces[key] = msgspec.to_builtins(found)
         return restore(key, onces[key], declared)  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=1024)  # a pure memo: a handler asks the same form every round
+def _rendered_spec(rendered: RenderedForm[Any], message: str) -> AskSpec:
+    """The spec of a form elicitation of a rendered form type (its schema is never mutated,
+    so one request serves every round that asks it)."""
+    return form_spec(message, rendered.schema, rendered.digest)
 
 
 def _elicit_misspelt(form: object, other: Mapping[str, object]) -> str:

@@ -30,7 +30,9 @@ class FlowState(msgspec.Struct, array_like=True):
     pending: dict[str, str] = msgspec.field(default_factory=dict)  # key -> shape sent
     state: JSON = None
     # Names this round among all rounds of all flows, when a store makes rounds single-use:
-    # the store key derives from it (never from the token text, which is malleable).
+    # the store key derives from it (never from the token text, which is malleable). The hex of
+    # the sealing token's random nonce (Sealer.seal); states sealed before #31 carry 16
+    # random bytes of their own here, read the same way.
     round_id: str = ""
     # The W3C traceparent of the span that sealed this state ("" when not tracing): the next
     # round's span links to it. Server-private like the rest of the state.

@@ -133,7 +133,10 @@ class Ledger:
         key = f"round:{int(deadline * 1000):012x}:{round_id}"
         if key in self._doubt:  # it ran here; its outcome is on its way to the store
             raise OutcomePending()
-        digest = digest_arguments(msgspec.to_builtins(responses))
+        # Decoded request params are plain JSON already (digest_arguments canonicalises them
+        # without a copy); anything else is made so first.
+        digest = digest_arguments(responses if type(responses) is dict
+                                  else msgspec.to_builtins(responses))
         current = HeldRound(self, key, deadline)
         token = CURRENT_ROUND.set(current)
         try:

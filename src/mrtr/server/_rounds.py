@@ -115,19 +115,16 @@ class RoundEngine:
         """Seal the next round's state; an oversized state is the answers' fault if any came."""
         following.trace = note_seal(following.flow_id)
         try:
-            return self._sealer.seal(encode_flow(following), binding, deadline=deadline)
+            if self.ledger is None:  # nothing keys on the round: no round id
+                return self._sealer.seal(encode_flow(following), binding, deadline=deadline)
+            return self._sealer.seal(lambda name: _named(following, name), binding,
+                                     deadline=deadline)
         except StateTooLarge as exc:
             if answered:
                 raise InvalidParams(
                     "The answers are too large to carry to the next round; send shorter ones"
                 ) from exc
             raise InternalError("Request state too large") from exc
-
-    def new_round_id(self) -> str:
-        """A unique name for the round being sealed; "" without a ledger (nothing keys on it)."""
-        if self.ledger is None:
-            return ""
-        return (self._random or os.urandom)(16).hex()
 
     def flow_deadline(self) -> float:
         return self._sealer.flow_deadline()
@@ -329,14 +326,14 @@ class Round:
         flow = self.flow
         following = FlowState(flow_id=flow.flow_id or self._engine.new_flow_id(),
                               round=flow.round, journal=flow.journal, onces=flow.onces,
-                              state=flow.state, round_id=self._engine.new_round_id())
+                              state=flow.state)
         token = self._engine.seal(following, self._bind(), self._deadline,
                                   answered=self._answered)
         return InputRequiredResult(request_state=token,
                                    meta={RETRY_HINT_KEY: round(retry_after * 1000)})
 
     def _suspend(
-        self, asks: Mapping[str, InputRequest], shapes: dict[str, str], state: JSON
+        self, asks: dict[str, InputRequest], shapes: dict[str, str], state: JSON
     ) -> InputRequiredResult:
         flow = self.flow
         following = FlowState(
@@ -346,13 +343,20 @@ class Round:
             onces=flow.onces,
             pending=shapes,
             state=state,
-            round_id=self._engine.new_round_id(),
         )
         token = self._engine.seal(following, self._bind(), self._deadline,
                                   answered=self._answered)
         return InputRequiredResult(
-            input_requests=dict(asks) if asks else UNSET, request_state=token, meta=self.meta
+            input_requests=asks if asks else UNSET, request_state=token, meta=self.meta
         )
+
+
+def _named(following: FlowState, round_id: str) -> bytes:
+    """The body of a state whose round is named `round_id` (the token's nonce, _sealing.py):
+    unique among all rounds of all flows, and sealed, so the store key derived from it can be
+    neither forged nor varied."""
+    following.round_id = round_id
+    return encode_flow(following)
 
 
 _CONFIRMED: JSON = {"action": "accept", "content": {"confirm": True}}  # what a token journals

@@ -11,7 +11,7 @@ principal and the originating request, short expiry). Knows nothing of rounds.
 #   b"mrtr requestState v1") and, with another info, the 8-byte kid, so the kid tells an attacker
 #   nothing about either. Derivation and AESGCM objects are built once, in __init__.
 # - Random 96-bit nonces stay safe for ~2**32 seals per key (NIST SP 800-38D); rotate keys well
-#   before that (at 1,000 seals/s that is over a century).
+#   before that (at 1,000 seals/s that is over a century). Unique per token, it names one too.
 # - Claims are a msgpack array (msgspec, array_like) so the token stays small; the caller's body is
 #   opaque bytes (the round engine puts round number, flow id and journal there).
 # - Binding is a frozen dataclass so the principal digest is computed once per request.
@@ -70,9 +70,7 @@ _VERSION = 1
 _SALT = b"mrtr/requestState/hkdf-salt/v1"
 _INFO_KEY = b"mrtr requestState v1"
 _INFO_KID = b"mrtr requestState v1 kid"
-_KID = 8
-_NONCE = 12
-_TAG = 16
+_KID, _NONCE, _TAG = 8, 12, 16  # bytes of the key id, the GCM nonce and the GCM tag
 _OVERHEAD = _KID + _NONCE + _TAG
 _MAX_SKEW = 30.0  # seconds a token's issued-at may lie ahead of our clock (worker clock drift)
 _EXACT_FLOAT = 2.0**53
@@ -310,21 +308,22 @@ class Sealer:
         """The deadline (epoch seconds) a flow starting now gets: now + flow_ttl."""
         return float(self._clock()) + self._flow_ttl
 
-    def seal(self, body: bytes, binding: Binding, *, deadline: float | None = None) -> str:
-        """Return a requestState carrying `body`, bound to `binding`.
+    def seal(self, body: bytes | Callable[[str], bytes], binding: Binding, *,
+             deadline: float | None = None) -> str:
+        """Return a requestState carrying `body`, bound to `binding`; a function `body` gets the
+        token's name, the hex of its random 96-bit nonce (unique per token, as GCM needs).
 
         `deadline` is the flow's absolute deadline: None on round 1 (now + flow_ttl), else the
         `Unsealed.deadline` of the incoming state. Raises StateTooLarge past `max_state_bytes`.
         """
-        now = float(self._clock())
+        nonce, now = os.urandom(_NONCE), float(self._clock())
         plain = self._encode(_Claims(
             _VERSION, now, now + self._ttl, now + self._flow_ttl if deadline is None else deadline,
             binding.method, binding.target, binding.arguments_digest, self._audience,
-            binding.principal_digest, body))
+            binding.principal_digest, body if isinstance(body, bytes) else body(nonce.hex())))
         size = len(_PREFIX) + (4 * (_OVERHEAD + len(plain)) + 2) // 3
         if size > self._max:
             raise StateTooLarge(f"requestState would be {size} bytes; the limit is {self._max}")
-        nonce = os.urandom(_NONCE)
         blob = self._kid + nonce + self._aead.encrypt(nonce, plain, self._aad)
         text = binascii.b2a_base64(blob, newline=False).rstrip(b"=").translate(_TO_URL)
         return _PREFIX + text.decode("ascii")
