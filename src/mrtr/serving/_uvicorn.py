@@ -248,8 +248,11 @@ def _bounded_h11() -> type[asyncio.Protocol]:
 def _bounded_httptools() -> type[asyncio.Protocol]:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    class BoundedHttpTools(_Bounded, HttpToolsProtocol):  # type: ignore[misc]
-        """uvicorn's httptools protocol with the request deadlines of ConnectionLimits."""
+    from mrtr.serving._direct import DirectHttpTools
+
+    class BoundedHttpTools(_Bounded, DirectHttpTools, HttpToolsProtocol):  # type: ignore[misc]
+        """uvicorn's httptools protocol with the request deadlines of ConnectionLimits, and
+        the direct path for a whole POST to McpApp's endpoint (_direct.py)."""
 
     BoundedHttpTools.__qualname__ = "BoundedHttpTools"
     return BoundedHttpTools
