@@ -4,6 +4,7 @@ uvicorn bounds the idle time between requests (`timeout_keep_alive`) and the num
 connections (`limit_concurrency`), but not the time a client takes to send a request: a
 connection that dribbles its headers or body one byte at a time stays open, and even its idle
 timer is re-armed by every byte. `Deadlines` adds that bound to both of uvicorn's parsers.
+The httptools protocol also serves a whole POST to McpApp's endpoint directly (_direct.py).
 """
 
 # Design: the phases are read from what uvicorn exposes, not from parser internals: a new
