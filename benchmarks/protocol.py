@@ -63,11 +63,13 @@ class FakeTransport(asyncio.Transport):
     def __init__(self) -> None:
         super().__init__()
         self.replies = 0
+        self.failures = 0  # replies that are not 200
         self.closing = False
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if bytes(data[:9]) == b"HTTP/1.1 ":
             self.replies += 1
+            self.failures += bytes(data[9:13]) != b"200 "
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return {"sockname": ("127.0.0.1", 9000), "peername": ("127.0.0.1", 50000)}.get(
@@ -120,6 +122,9 @@ async def measure(workload: str, requests: int, connections: int, parser: str) -
             await asyncio.sleep(0)
         done += turn
     elapsed = time.process_time() - start
+    failures = sum(t.failures for _, t in pairs)
+    if failures:
+        raise RuntimeError(f"{failures} of {requests} replies were not 200")
     for protocol, transport in pairs:
         transport.close()
         protocol.connection_lost(None)
