@@ -21,6 +21,7 @@ from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 from mrtr.http import McpApp
 from mrtr.server import Context, Dispatcher, Server
 from mrtr.serving import _direct
+from mrtr.serving._uvicorn import protocol_class
 from tests.transports.conftest import LiveServer, call, headers_for, request
 
 app = Server("direct-tests", version="1.0.0")
@@ -341,3 +342,58 @@ def test_the_test_servers_run_the_direct_path(served: Served) -> None:
             sock.sendall(raw(call("echo", {"text": "x"})))
             assert reader.reply()[0] == 200
     assert served.direct == 1
+
+
+class Recorder(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+
+    def write(self, data: Any) -> None:
+        self.writes.append(bytes(data))
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 1), "peername": ("127.0.0.1", 2)}.get(name, default)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.writes.append(b"<closed>")
+
+
+def test_a_streams_head_is_written_at_once_a_whole_replys_with_its_body() -> None:
+    """A 2025 session's SSE reply sends its start and may then wait long for its first event."""
+    from uvicorn.config import Config
+    from uvicorn.server import ServerState
+
+    async def scenario() -> None:
+        config = Config(McpApp(Dispatcher(app)), proxy_headers=False, lifespan="off")
+        config.load()
+        state = ServerState()
+        state.default_headers = [(b"date", b"today")]
+        protocol: Any = protocol_class("httptools")(config, state, {}, None)
+        transport = Recorder()
+        protocol.connection_made(transport)
+        scope = {"method": "POST", "http_version": "1.1", "path": "/mcp", "query_string": b"",
+                 "client": ("127.0.0.1", 2)}
+        stream = _direct.DirectCycle(protocol, scope, b"", True)
+        await stream.send({"type": "http.response.start", "status": 200,
+                           "headers": [(b"content-type", b"text/event-stream")]})
+        assert transport.writes == [b"HTTP/1.1 200 OK\r\ndate: today\r\ncontent-type: "
+                                    b"text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"]
+        await stream.send({"type": "http.response.body", "body": b"data: 1\n\n",
+                           "more_body": True})
+        await stream.send({"type": "http.response.body", "body": b""})
+        assert transport.writes[1:] == [b"9\r\ndata: 1\n\n\r\n", b"0\r\n\r\n"]
+        transport.writes.clear()
+        whole = _direct.DirectCycle(protocol, scope, b"", False)
+        await whole.send({"type": "http.response.start", "status": 202,
+                          "headers": [(b"content-length", b"2")]})
+        assert transport.writes == []
+        await whole.send({"type": "http.response.body", "body": b"{}"})
+        assert transport.writes == [b"HTTP/1.1 202 Accepted\r\ndate: today\r\n"
+                                    b"content-length: 2\r\nconnection: close\r\n\r\n{}",
+                                    b"<closed>"]
+
+    asyncio.run(scenario())

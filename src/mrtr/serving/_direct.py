@@ -5,7 +5,8 @@ bytearray the body is copied into and out of, a `receive` that waits on that eve
 `send` that checks each header with two regular expressions and writes the status line and the
 body in two writes (two system calls, two TCP segments). For a POST to McpApp's endpoint that
 is whole when its last byte is parsed, `DirectCycle` does less: its `receive` hands over the
-body as parsed, and its `send` writes the head and the body of a reply in one write. McpApp is
+body as parsed, and its `send` writes the head and the body of a reply with a Content-Length
+in one write (a stream's head is written at once, as uvicorn does). McpApp is
 called as the ASGI app it is (the same code for every check, limit, error and reply); only the
 cycle beneath it is cheaper. Everything else takes uvicorn's cycle unchanged.
 """
@@ -107,8 +108,12 @@ class DirectCycle(RequestResponseCycle):
                 raise RuntimeError(
                     f"Expected ASGI message 'http.response.start', but got '{kind}'.")
             self.response_started = True
-            self.head = self._head(message["status"], message.get("headers", ()))
-            return  # written with the first body chunk: one write for a whole reply
+            head = self._head(message["status"], message.get("headers", ()))
+            if self.chunked_encoding:  # a stream: its head goes out now, events may take long
+                self.transport.write(b"".join(head))
+            else:  # a whole reply (Content-Length): written with its body, in one write
+                self.head = head
+            return
         if self.response_complete:
             raise RuntimeError(
                 f"Unexpected ASGI message '{kind}' sent, after response already completed.")
