@@ -20,6 +20,7 @@ import uvicorn
 
 from mrtr.http import McpApp
 from mrtr.server import Dispatcher
+from mrtr.serving._uvicorn import protocol_class
 from tests.transports import apps
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,13 +105,15 @@ class LiveServer:
     """uvicorn serving any ASGI app on 127.0.0.1 in a background thread.
 
     `port=0` takes a free port from the OS; `port` and `url` are the real ones once entered.
-    `config` overrides uvicorn.Config keywords (http, lifespan, interface, ...).
+    `config` overrides uvicorn.Config keywords (http, lifespan, interface, ...); the default
+    protocol is `mrtr serve`'s (uvicorn's httptools with Deadlines and the direct path).
     """
 
     def __init__(self, app: Any, port: int = 0, **config: Any) -> None:
-        options = {"loop": "asyncio", "http": "httptools", "log_level": "warning",
-                   "access_log": False, "lifespan": "on", "timeout_graceful_shutdown": 2,
-                   **config}  # uvicorn.Config keywords
+        # `mrtr serve`'s protocol and proxy setting, so its direct path serves these tests.
+        options = {"loop": "asyncio", "http": protocol_class("httptools"), "proxy_headers": False,
+                   "log_level": "warning", "access_log": False, "lifespan": "on",
+                   "timeout_graceful_shutdown": 2, **config}  # uvicorn.Config keywords
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, **options))
         self.port = port
         self.url = f"http://127.0.0.1:{port}"

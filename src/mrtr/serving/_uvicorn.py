@@ -4,6 +4,7 @@ uvicorn bounds the idle time between requests (`timeout_keep_alive`) and the num
 connections (`limit_concurrency`), but not the time a client takes to send a request: a
 connection that dribbles its headers or body one byte at a time stays open, and even its idle
 timer is re-armed by every byte. `Deadlines` adds that bound to both of uvicorn's parsers.
+The httptools protocol also serves a whole POST to McpApp's endpoint directly (_direct.py).
 """
 
 # Design: the phases are read from what uvicorn exposes, not from parser internals: a new
@@ -248,8 +249,11 @@ def _bounded_h11() -> type[asyncio.Protocol]:
 def _bounded_httptools() -> type[asyncio.Protocol]:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    class BoundedHttpTools(_Bounded, HttpToolsProtocol):  # type: ignore[misc]
-        """uvicorn's httptools protocol with the request deadlines of ConnectionLimits."""
+    from mrtr.serving._direct import DirectHttpTools
+
+    class BoundedHttpTools(_Bounded, DirectHttpTools, HttpToolsProtocol):  # type: ignore[misc]
+        """uvicorn's httptools protocol with the request deadlines of ConnectionLimits, and
+        the direct path for a whole POST to McpApp's endpoint (_direct.py)."""
 
     BoundedHttpTools.__qualname__ = "BoundedHttpTools"
     return BoundedHttpTools

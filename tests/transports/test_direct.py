@@ -1,0 +1,399 @@
+"""The direct path of `mrtr serve`'s httptools protocol (serving/_direct.py), over real sockets.
+
+A whole POST to McpApp's endpoint is served by DirectCycle instead of uvicorn's
+RequestResponseCycle; each test checks the bytes on the wire and which cycle served them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from uvicorn.protocols.http.flow_control import FlowControl
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
+
+from mrtr.http import McpApp
+from mrtr.server import Context, Dispatcher, Server
+from mrtr.serving import _direct
+from mrtr.serving._uvicorn import protocol_class
+from tests.transports.conftest import LiveServer, call, headers_for, request
+
+app = Server("direct-tests", version="1.0.0")
+BIG = 4 * 1024 * 1024  # far over the transport's write buffer high-water mark (64 KiB)
+
+
+@app.tool()
+async def echo(text: str) -> str:
+    """Return the text."""
+    return text
+
+
+@app.tool()
+async def big() -> str:
+    """A reply far larger than a socket buffer."""
+    return "x" * BIG
+
+
+@app.tool()
+async def nap(seconds: float) -> str:
+    """Sleep, then answer."""
+    await asyncio.sleep(seconds)
+    return f"napped {seconds}"
+
+
+@app.tool()
+async def wait(marker: str) -> str:
+    """Wait (no notifications, so a plain JSON reply); writes `marker` when cancelled."""
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        Path(marker).write_text("cancelled")
+        raise
+    return "never"
+
+
+@app.tool()
+async def steps(ctx: Context) -> str:
+    """Two progress notifications (an SSE stream), then the answer."""
+    await ctx.report_progress(1, 2)
+    await ctx.report_progress(2, 2)
+    return "stepped"
+
+
+class Served:
+    """Counts the requests each kind of cycle ran (patched into the classes' run_asgi)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.direct = 0
+        self.uvicorn = 0
+        direct_run = _direct.DirectCycle.run_asgi
+        uvicorn_run = RequestResponseCycle.run_asgi
+
+        async def run_direct(cycle: Any, asgi: Any) -> None:
+            self.direct += 1
+            await direct_run(cycle, asgi)
+
+        async def run_uvicorn(cycle: Any, asgi: Any) -> None:
+            self.uvicorn += 1
+            await uvicorn_run(cycle, asgi)
+
+        monkeypatch.setattr(_direct.DirectCycle, "run_asgi", run_direct)
+        monkeypatch.setattr(RequestResponseCycle, "run_asgi", run_uvicorn)
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> Served:
+    return Served(monkeypatch)
+
+
+@pytest.fixture
+def server() -> Iterator[LiveServer]:
+    mcp = McpApp(Dispatcher(app), keepalive=0.2)
+    with LiveServer(mcp, server_header=False) as live:  # as `mrtr serve`
+        yield live
+
+
+def raw(body: dict[str, Any], *, version: str = "1.1", **extra: str) -> bytes:
+    """One whole POST /mcp in bytes."""
+    data = msgspec.json.encode(body)
+    headers = {"host": "127.0.0.1", **headers_for(body), **extra,
+               "content-length": str(len(data))}
+    head = f"POST /mcp HTTP/{version}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return head.encode() + b"\r\n" + data
+
+
+class Reader:
+    """Reads HTTP/1.1 replies (Content-Length or chunked) off a socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+
+    def _fill(self) -> None:
+        chunk = self.sock.recv(1 << 20)
+        if not chunk:
+            raise EOFError
+        self.buf += chunk
+
+    def _until(self, marker: bytes) -> bytes:
+        while marker not in self.buf:
+            self._fill()
+        end = self.buf.index(marker)
+        head = bytes(self.buf[:end])
+        del self.buf[:end + len(marker)]
+        return head
+
+    def _exactly(self, size: int) -> bytes:
+        while len(self.buf) < size:
+            self._fill()
+        data = bytes(self.buf[:size])
+        del self.buf[:size]
+        return data
+
+    def reply(self) -> tuple[int, dict[str, str], bytes]:
+        lines = self._until(b"\r\n\r\n").decode().split("\r\n")
+        status = int(lines[0].split()[1])
+        assert lines[0].startswith("HTTP/1.1 ")
+        headers = dict(line.split(": ", 1) for line in lines[1:])
+        if "content-length" in headers:
+            return status, headers, self._exactly(int(headers["content-length"]))
+        assert headers["transfer-encoding"] == "chunked"
+        body = b""
+        while size := int(self._until(b"\r\n"), 16):
+            body += self._exactly(size)
+            assert self._exactly(2) == b"\r\n"
+        assert self._exactly(2) == b"\r\n"
+        return status, headers, body
+
+    def closed(self) -> bool:
+        """The server closed the connection (after everything read so far)."""
+        self.sock.settimeout(5)
+        return not self.buf and self.sock.recv(1) == b""
+
+
+def connect(server: LiveServer) -> tuple[socket.socket, Reader]:
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    return sock, Reader(sock)
+
+
+def text(body: bytes) -> str:
+    result: str = msgspec.json.decode(body)["result"]["content"][0]["text"]
+    return result
+
+
+def test_a_whole_post_is_served_directly_and_the_connection_reused(
+        server: LiveServer, served: Served) -> None:
+    sock, reader = connect(server)
+    with sock:
+        for n in range(3):
+            sock.sendall(raw(call("echo", {"text": f"hi {n}"}, id=n)))
+            status, headers, body = reader.reply()
+            assert status == 200
+            assert text(body) == f"hi {n}"
+            assert list(headers) == ["date", "content-type", "content-length"]  # as before
+    assert (served.direct, served.uvicorn) == (3, 0)
+
+
+def test_pipelined_requests_in_one_write_are_answered_in_order(
+        server: LiveServer, served: Served) -> None:
+    sock, reader = connect(server)
+    with sock:  # the first takes longest: the second waits for it
+        sock.sendall(raw(call("nap", {"seconds": 0.2}, id=1))
+                     + raw(call("echo", {"text": "second"}, id=2))
+                     + raw(request("tools/list", id=3)))
+        first, second, third = reader.reply(), reader.reply(), reader.reply()
+    assert text(first[2]) == "napped 0.2"
+    assert text(second[2]) == "second"
+    assert msgspec.json.decode(third[2])["id"] == 3
+    assert (served.direct, served.uvicorn) == (3, 0)
+
+
+def test_http_10_and_connection_close_get_close_and_the_socket_closes(
+        server: LiveServer, served: Served) -> None:
+    for data in (raw(call("echo", {"text": "old"}), version="1.0"),
+                 raw(call("echo", {"text": "old"}), connection="close")):
+        sock, reader = connect(server)
+        with sock:
+            sock.sendall(data)
+            status, headers, body = reader.reply()
+            assert (status, text(body)) == (200, "old")
+            assert headers["connection"] == "close"
+            assert reader.closed()
+    assert (served.direct, served.uvicorn) == (2, 0)
+
+
+def test_http_10_keep_alive_is_not_kept(server: LiveServer) -> None:
+    sock, reader = connect(server)  # as uvicorn: an HTTP/1.0 connection is never kept
+    with sock:
+        sock.sendall(raw(call("echo", {"text": "a"}), version="1.0", connection="keep-alive"))
+        assert reader.reply()[1]["connection"] == "close"
+        assert reader.closed()
+
+
+def test_a_client_gone_mid_handler_cancels_it(server: LiveServer, served: Served,
+                                              tmp_path: Path) -> None:
+    marker = tmp_path / "cancelled"
+    sock, _ = connect(server)
+    with sock:
+        sock.sendall(raw(call("wait", {"marker": str(marker)})))
+        time.sleep(0.3)  # past Exchange.WATCH_AFTER: the watcher waits on the cycle
+    deadline = time.monotonic() + 5
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert marker.read_text() == "cancelled"
+    assert served.direct == 1
+
+
+def test_a_slow_reader_gets_every_byte_of_large_pipelined_replies(
+        server: LiveServer, served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    paused = []
+    pause = FlowControl.pause_writing
+
+    def spy(flow: FlowControl) -> None:
+        paused.append(True)
+        pause(flow)
+
+    monkeypatch.setattr(FlowControl, "pause_writing", spy)
+    sock, reader = connect(server)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    with sock:
+        sock.sendall(raw(call("big", id=1)) + raw(call("big", id=2))
+                     + raw(call("echo", {"text": "after"}, id=3)))
+        time.sleep(0.5)  # the server's writes pile up and pause (flow control)
+        replies = [reader.reply() for _ in range(3)]
+    assert [text(body) for _, _, body in replies[:2]] == ["x" * BIG] * 2
+    assert text(replies[2][2]) == "after"
+    assert paused  # the transport's buffer filled: the later writes waited for it to drain
+    assert served.direct == 3
+
+
+def test_a_stream_is_chunked_over_the_direct_path(server: LiveServer, served: Served) -> None:
+    sock, reader = connect(server)
+    with sock:
+        sock.sendall(raw(call("steps", extra_meta={"progressToken": "p"})))
+        status, headers, body = reader.reply()
+        assert (status, headers["content-type"]) == (200, "text/event-stream")
+        assert body.count(b"data: ") == 3
+        assert b'"stepped"' in body
+        sock.sendall(raw(call("echo", {"text": "next"})))  # still usable afterwards
+        assert text(reader.reply()[2]) == "next"
+    assert served.direct == 2
+
+
+def test_a_body_still_arriving_takes_uvicorns_cycle(server: LiveServer, served: Served) -> None:
+    data = raw(call("echo", {"text": "slowly"}))
+    sock, reader = connect(server)
+    with sock:
+        sock.sendall(data[:-5])
+        time.sleep(0.2)
+        sock.sendall(data[-5:])
+        status, _, body = reader.reply()
+        assert (status, text(body)) == (200, "slowly")
+    assert (served.direct, served.uvicorn) == (0, 1)
+
+
+def test_other_requests_take_uvicorns_cycle(server: LiveServer, served: Served) -> None:
+    sock, reader = connect(server)
+    with sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+        assert reader.reply()[0] == 200
+        sock.sendall(raw(call("echo", {"text": "x"}), expect="100-continue"))
+        assert reader._until(b"\r\n\r\n") == b"HTTP/1.1 100 Continue"
+        assert text(reader.reply()[2]) == "x"
+    assert served.direct == 0
+    assert served.uvicorn == 2
+
+
+def test_graceful_shutdown_waits_for_a_direct_request(served: Served) -> None:
+    mcp = McpApp(Dispatcher(app))
+    live = LiveServer(mcp)
+    with live:
+        sock, reader = connect(live)
+        with sock:
+            sock.sendall(raw(call("nap", {"seconds": 0.5})))
+            time.sleep(0.1)
+            live.server.should_exit = True  # as SIGTERM does
+            status, headers, body = reader.reply()
+            assert (status, text(body)) == (200, "napped 0.5")
+            assert headers["connection"] == "close"  # shutdown ends keep-alive
+            assert reader.closed()
+    assert served.direct == 1
+
+
+def test_limit_concurrency_still_refuses(served: Served) -> None:
+    mcp = McpApp(Dispatcher(app))
+    with LiveServer(mcp, limit_concurrency=2) as live:  # connections + tasks
+        hold, hold_reader = connect(live)
+        hold.sendall(raw(call("nap", {"seconds": 0.5})))
+        time.sleep(0.1)
+        other, reader = connect(live)
+        with hold, other:
+            other.sendall(raw(call("echo", {"text": "x"})))
+            assert reader.reply()[0] == 503
+            assert hold_reader.reply()[0] == 200
+    assert served.direct == 1
+
+
+def test_a_wrapped_app_is_not_served_directly(served: Served) -> None:
+    mcp = McpApp(Dispatcher(app))
+
+    async def wrapper(scope: Any, receive: Any, send: Any) -> None:
+        await mcp(scope, receive, send)
+
+    with LiveServer(wrapper, lifespan="off") as live:
+        sock, reader = connect(live)
+        with sock:
+            sock.sendall(raw(call("echo", {"text": "wrapped"})))
+            assert text(reader.reply()[2]) == "wrapped"
+    assert (served.direct, served.uvicorn) == (0, 1)
+
+
+def test_the_test_servers_run_the_direct_path(served: Served) -> None:
+    """LiveServer's default protocol is `mrtr serve`'s: the transport tests go through here."""
+    with LiveServer(McpApp(Dispatcher(app))) as live:
+        sock, reader = connect(live)
+        with sock:
+            sock.sendall(raw(call("echo", {"text": "x"})))
+            assert reader.reply()[0] == 200
+    assert served.direct == 1
+
+
+class Recorder(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+
+    def write(self, data: Any) -> None:
+        self.writes.append(bytes(data))
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 1), "peername": ("127.0.0.1", 2)}.get(name, default)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.writes.append(b"<closed>")
+
+
+def test_a_streams_head_is_written_at_once_a_whole_replys_with_its_body() -> None:
+    """A 2025 session's SSE reply sends its start and may then wait long for its first event."""
+    from uvicorn.config import Config
+    from uvicorn.server import ServerState
+
+    async def scenario() -> None:
+        config = Config(McpApp(Dispatcher(app)), proxy_headers=False, lifespan="off")
+        config.load()
+        state = ServerState()
+        state.default_headers = [(b"date", b"today")]
+        protocol: Any = protocol_class("httptools")(config, state, {}, None)
+        transport = Recorder()
+        protocol.connection_made(transport)
+        scope = {"method": "POST", "http_version": "1.1", "path": "/mcp", "query_string": b"",
+                 "client": ("127.0.0.1", 2)}
+        stream = _direct.DirectCycle(protocol, scope, b"", True)
+        await stream.send({"type": "http.response.start", "status": 200,
+                           "headers": [(b"content-type", b"text/event-stream")]})
+        assert transport.writes == [b"HTTP/1.1 200 OK\r\ndate: today\r\ncontent-type: "
+                                    b"text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"]
+        await stream.send({"type": "http.response.body", "body": b"data: 1\n\n",
+                           "more_body": True})
+        await stream.send({"type": "http.response.body", "body": b""})
+        assert transport.writes[1:] == [b"9\r\ndata: 1\n\n\r\n", b"0\r\n\r\n"]
+        transport.writes.clear()
+        whole = _direct.DirectCycle(protocol, scope, b"", False)
+        await whole.send({"type": "http.response.start", "status": 202,
+                          "headers": [(b"content-length", b"2")]})
+        assert transport.writes == []
+        await whole.send({"type": "http.response.body", "body": b"{}"})
+        assert transport.writes == [b"HTTP/1.1 202 Accepted\r\ndate: today\r\n"
+                                    b"content-length: 2\r\nconnection: close\r\n\r\n{}",
+                                    b"<closed>"]
+
+    asyncio.run(scenario())
