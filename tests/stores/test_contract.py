@@ -612,3 +612,18 @@ def test_concurrent_admits_from_separate_clients_never_pass_the_limit(
     print(f"\nadmit: 200 concurrent from 4 clients, limit 25 -> {granted} granted, {live} live",
           f"({name})")
     assert (granted, live) == (25, 25)
+
+
+def test_31_sqlite_bounds_the_page_cache_of_both_connections(tmp_path: Path) -> None:
+    # SQLite's default cache (2000 KiB) was ~1.5 MiB of RSS after load in `mrtr serve` (#31);
+    # round keys begin with their deadline, so 512 KiB holds the pages writes and replays use.
+    store = SQLiteStore(tmp_path / "s.db", sweep_every=3600)
+
+    async def body() -> list[int]:
+        await store.complete("warm", b"", expires=later())  # opens both connections
+        sizes = [db.execute("PRAGMA cache_size").fetchone()[0]
+                 for db in (store._inline, store._db) if db is not None]
+        await store.aclose()
+        return sizes
+
+    assert asyncio.run(body()) == [-512, -512]
