@@ -634,10 +634,10 @@ def test_31_sqlite_restarts_its_log_while_written_without_pause(
     # Checkpoints that only ever ran PASSIVE, on the thread while the loop went on committing,
     # never let the log start over: it grew by every page written (391 MB after 50 s of bench
     # load). Smaller bounds here, so 3600 commits cross them many times.
-    from mrtr.stores import _sqlite
+    from mrtr.stores import _sqlite, _sqlite_sql
 
     monkeypatch.setattr(_sqlite, "_CHECKPOINT", 64)
-    monkeypatch.setattr(_sqlite, "_WAL_FRAMES", 256)
+    monkeypatch.setattr(_sqlite_sql, "WAL_FRAMES", 256)
     store = SQLiteStore(tmp_path / "s.db", sweep_every=3600)
     wal = tmp_path / "s.db-wal"
 

@@ -44,7 +44,6 @@ _Outcome = tuple[Any, BaseException | None]
 _SWEEP = 500
 _CHECKPOINT = 256  # inline commits between two checkpoints on the thread
 _CACHE_KIB = 512  # page cache per connection
-_WAL_FRAMES = 4096  # log frames (pages) past which a checkpoint restarts the log: 16 MiB
 
 
 class _Busy(Exception):
@@ -114,7 +113,7 @@ class SQLiteStore:
     def _after_commit(self) -> None:
         self._commits += 1
         if self._commits % _CHECKPOINT == 0:
-            self._background(_checkpoint)
+            self._background(sql.checkpoint)
         if not self._clock() < self._next_sweep:
             self._next_sweep = self._clock() + self._sweep_every
             self._background(self._sweep)
@@ -390,18 +389,6 @@ class SQLiteStore:
 def _settle(jobs: list[_Job], outcomes: list[_Outcome]) -> None:
     settle([(future, value, error)
             for (_, future), (value, error) in zip(jobs, outcomes, strict=True)])
-
-
-def _checkpoint(db: sqlite3.Connection) -> None:
-    # PASSIVE copies the log without blocking the loop's writes, but the log restarts from its
-    # start only when a writer finds every frame copied, which a store written during its
-    # checkpoints never does: under load the log grew without bound (145 MB, its index 0.3 MiB
-    # of RSS, after 16 s of `make bench` load; #31). Past _WAL_FRAMES frames, RESTART copies the
-    # few written meanwhile holding the write lock (the loop's batches meanwhile go to this
-    # thread) so the next write starts the log over.
-    frames = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
-    if frames > _WAL_FRAMES:
-        db.execute("PRAGMA wal_checkpoint(RESTART)")
 
 
 def _locked(exc: sqlite3.OperationalError) -> bool:
