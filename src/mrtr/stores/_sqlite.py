@@ -16,6 +16,11 @@
 # Tracked leases are rows of their own table, indexed by (index, lease end): `lapsed` reads the
 # due ones in order, joined to their entries. Notifications reach this process only (Channels):
 # SQLite cannot wake another process, so waiters elsewhere find the state at their next look.
+# Each connection's page cache is bounded at _CACHE_KIB (SQLite's default is 2000 KiB, ~2 MiB of
+# RSS per connection once a store has that many pages, #31): round keys begin with their
+# deadline, so writes go to the right edge of the key and expiry B-trees and replays read rows
+# written moments ago; 128 pages hold those paths with room, and older pages come from the OS
+# page cache. Measured: 100k and 300k stored rounds record as fast with 512 KiB as with 2000.
 from __future__ import annotations
 
 import asyncio
@@ -38,6 +43,7 @@ _Job = tuple[_Step, "asyncio.Future[Any]"]
 _Outcome = tuple[Any, BaseException | None]
 _SWEEP = 500
 _CHECKPOINT = 256  # inline commits between two checkpoints on the thread
+_CACHE_KIB = 512  # page cache per connection
 
 
 class _Busy(Exception):
@@ -107,7 +113,7 @@ class SQLiteStore:
     def _after_commit(self) -> None:
         self._commits += 1
         if self._commits % _CHECKPOINT == 0:
-            self._background(_checkpoint)
+            self._background(sql.checkpoint)
         if not self._clock() < self._next_sweep:
             self._next_sweep = self._clock() + self._sweep_every
             self._background(self._sweep)
@@ -170,6 +176,7 @@ class SQLiteStore:
         try:
             self._wal(db)
             db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
         except BaseException:
             db.close()
             raise
@@ -382,10 +389,6 @@ class SQLiteStore:
 def _settle(jobs: list[_Job], outcomes: list[_Outcome]) -> None:
     settle([(future, value, error)
             for (_, future), (value, error) in zip(jobs, outcomes, strict=True)])
-
-
-def _checkpoint(db: sqlite3.Connection) -> None:
-    db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
 def _locked(exc: sqlite3.OperationalError) -> bool:
