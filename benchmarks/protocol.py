@@ -24,30 +24,22 @@ from typing import Any
 
 import msgspec
 
+from benchmarks.rounds import META
 from benchmarks.server import app as bench_app
 from mrtr.http import McpApp
-from mrtr.protocol import (
-    CLIENT_CAPABILITIES_KEY,
-    CLIENT_INFO_KEY,
-    PROTOCOL_VERSION,
-    PROTOCOL_VERSION_KEY,
-)
+from mrtr.protocol import PROTOCOL_VERSION
 from mrtr.server import Dispatcher
 
 __all__ = ["main", "measure"]
-
-_META = {PROTOCOL_VERSION_KEY: PROTOCOL_VERSION,
-         CLIENT_INFO_KEY: {"name": "bench", "version": "1"},
-         CLIENT_CAPABILITIES_KEY: {"elicitation": {"form": {}}}}
 
 
 def request_bytes(workload: str) -> bytes:
     """One whole HTTP request of `workload` (call1 or list), as the harness's raw client sends."""
     if workload == "call1":
-        params: dict[str, Any] = {"name": "echo", "arguments": {"text": "hello"}, "_meta": _META}
+        params: dict[str, Any] = {"name": "echo", "arguments": {"text": "hello"}, "_meta": META}
         method, name = "tools/call", "echo"
     else:
-        params, method, name = {"_meta": _META}, "tools/list", None
+        params, method, name = {"_meta": META}, "tools/list", None
     body = msgspec.json.encode({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
     head = ("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:9000\r\n"
             "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"

@@ -39,9 +39,9 @@ from mrtr.protocol import (
 from mrtr.server import Dispatcher
 from mrtr.stores import MemoryStore, SQLiteStore, Store
 
-__all__ = ["main", "measure"]
+__all__ = ["META", "main", "measure"]
 
-_META = {PROTOCOL_VERSION_KEY: PROTOCOL_VERSION,
+META = {PROTOCOL_VERSION_KEY: PROTOCOL_VERSION,
          CLIENT_INFO_KEY: {"name": "bench", "version": "1"},
          CLIENT_CAPABILITIES_KEY: {"elicitation": {"form": {}}}}
 _CALLS = {"call1": ("echo", {"text": "hello"}), "mrtr2": ("greet", {"greeting": "hello"}),
@@ -59,7 +59,7 @@ def _store(kind: str, folder: Path) -> Store | None:
 
 async def _post(app: McpApp, method: str, params: dict[str, Any], name: str | None) -> Any:
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method,
-                       "params": {**params, "_meta": _META}}).encode()
+                       "params": {**params, "_meta": META}}).encode()
     headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
                (b"accept", b"application/json, text/event-stream"),
                (b"mcp-protocol-version", PROTOCOL_VERSION.encode()),
