@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from urllib.parse import urlsplit
 
 import msgspec
+
+from mrtr.protocol._loopback import is_loopback
 
 __all__ = ["ENV", "AuthSettings"]
 
@@ -141,15 +142,8 @@ def _check_url(name: str, url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme == "https" and parts.hostname:
         return
-    if parts.scheme == "http" and parts.hostname and _loopback(parts.hostname):
+    if parts.scheme == "http" and parts.hostname and is_loopback(parts.hostname):
         return
     raise ValueError(f"{name} must be an https URL (http only on a loopback host), got {url!r}")
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -81,8 +81,10 @@ def _run_dev(args: argparse.Namespace) -> int:
     except (ValueError, ImportError) as exc:
         print(f"mrtr dev: {exc}", file=sys.stderr)
         return 2
+    from mrtr.protocol._loopback import is_loopback
+
     playground = "0" if args.no_playground else "force" if args.force else "1"
-    if playground == "1" and not _loopback(args.host):
+    if playground == "1" and not is_loopback(args.host):
         print(f"mrtr dev: the playground is for this machine only: --host {args.host} is not "
               "a loopback address; add --force to serve it there anyway, or --no-playground",
               file=sys.stderr)
@@ -205,7 +207,3 @@ def dev_app() -> object:
     return obj
 
 
-def _loopback(host: str) -> bool:
-    from mrtr.serving._resource import is_loopback
-
-    return is_loopback(host)

@@ -18,7 +18,6 @@ POSTs to the MCP endpoint like any other client (docs/playground.md).
 # inline errors are the server's rules and sentences.
 from __future__ import annotations
 
-import ipaddress
 import json
 import time
 from collections import OrderedDict
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qs
 
 from mrtr.errors import ProtocolError
+from mrtr.protocol._loopback import is_loopback
 from mrtr.server._failures import bad_request, not_found, too_large
 from mrtr.server._probe import Probe
 from mrtr.server._request_log import RequestLog
@@ -69,13 +69,7 @@ def loopback_bind(scope: Mapping[str, Any]) -> bool:
     server = scope.get("server")
     if not server:
         return True  # a Unix socket or an in-process ASGI call: not reachable from a network
-    host = str(server[0]).strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback(str(server[0]))
 
 
 class Witness(RequestLog):

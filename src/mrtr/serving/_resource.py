@@ -20,10 +20,12 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from mrtr.protocol._loopback import is_loopback
+
 if TYPE_CHECKING:
     from mrtr.auth import AuthSettings
 
-__all__ = ["check_forwarded", "is_loopback", "resource_settings", "warn_unset_resource"]
+__all__ = ["check_forwarded", "resource_settings", "warn_unset_resource"]
 
 log = logging.getLogger("mrtr.serve")
 
@@ -81,10 +83,3 @@ def check_forwarded(ips: Sequence[str]) -> list[str]:
     return ["*"] if "*" in checked else checked  # uvicorn trusts all only for exactly "*"
 
 
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 from mrtr.http._app import McpApp
 from mrtr.http._hosts import LOOPBACK
 from mrtr.http._playground import Playground, PlaygroundMode
+from mrtr.protocol._loopback import is_loopback
 from mrtr.server import Dispatcher, Server, generate_key, parse_keys
 from mrtr.serving._connections import ConnectionLimits, WebSocketsOnUpgrade
 from mrtr.serving._keyfile import read_or_create_key
 from mrtr.serving._logging import log_config
 from mrtr.serving._resource import (
     check_forwarded,
-    is_loopback,
     resource_settings,
     warn_unset_resource,
 )
