@@ -15,14 +15,14 @@ __all__ = ["checks_its_server", "ready"]
 
 
 def checks_its_server(store: Store | None) -> bool:
-    """A RedisStore or PostgresStore: one whose server `ready` checks (neither module loaded:
-    neither, and nothing is imported here)."""
-    if store is None or "mrtr.stores._redis" not in sys.modules:
-        return False
-    from mrtr.stores._postgres import PostgresStore
-    from mrtr.stores._redis import RedisStore
-
-    return isinstance(store, RedisStore | PostgresStore)
+    """A RedisStore or PostgresStore: one whose server `ready` checks. A store of a module not
+    loaded is not of its class, so nothing is imported to tell (a Redis store loads no
+    PostgreSQL module here)."""
+    redis = sys.modules.get("mrtr.stores._redis")
+    postgres = sys.modules.get("mrtr.stores._postgres")
+    return store is not None and (
+        (redis is not None and isinstance(store, redis.RedisStore))
+        or (postgres is not None and isinstance(store, postgres.PostgresStore)))
 
 
 async def ready(store: Store | None) -> None:
