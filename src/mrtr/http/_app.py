@@ -25,6 +25,7 @@ from mrtr.http._auth import Authenticator, ProtectedResource
 from mrtr.http._body import receive_body
 from mrtr.http._completion import CompletionRoute
 from mrtr.http._exchange import DIRECT, Direct, Exchange, Watchlist
+from mrtr.http._headers import HeaderDecoder
 from mrtr.http._health import PROBE_PATHS, Health
 from mrtr.http._hosts import HostCheck, bound_resource
 from mrtr.http._playground import Playground, PlaygroundMode
@@ -56,7 +57,6 @@ ASGIReceive = Callable[[], Awaitable[Message]]
 ASGISend = Callable[[Message], Awaitable[None]]
 
 _ANONYMOUS = Peer(principal=None, transport="http")  # immutable, so shared by every request
-MAX_HEADER_BYTES = 64 * 1024
 
 
 class McpApp:
@@ -107,6 +107,7 @@ class McpApp:
         self.owns_store = owns_store
         self.path = path
         self.hosts = HostCheck(allowed_hosts, allowed_origins or ())
+        self._headers = HeaderDecoder()  # names and values seen, decoded once
         self.authenticator = authenticator
         self.guard = authenticator if isinstance(authenticator, ProtectedResource) else None
         self.max_body = max_body
@@ -215,7 +216,7 @@ class McpApp:
         await send({"type": "lifespan.shutdown.complete"})
 
     async def _exchange(self, scope: ASGIScope, exchange: Exchange) -> None:
-        headers = _decode_headers(scope.get("headers", ()))
+        headers = self._headers.decode(scope.get("headers", ()))
         refusal = self.hosts.refusal(headers)
         if refusal is not None:
             raise host_refused(refusal)
@@ -368,25 +369,6 @@ class McpApp:
                 raise bad_request("invalid Content-Length")
             if int(declared) > self.max_body:
                 raise too_large(self.max_body)
-
-
-def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
-    """Lower-cased names; repeated headers joined with ", ". Raises a Refusal (400) on garbage."""
-    headers: dict[str, str] = {}
-    total = 0
-    try:
-        for name, value in raw:
-            total += len(name) + len(value)
-            key = name.decode("ascii").lower()
-            if key in headers:
-                headers[key] += ", " + value.decode("utf-8")
-            else:
-                headers[key] = value.decode("utf-8")
-    except UnicodeDecodeError:
-        raise bad_request("header is not valid UTF-8") from None
-    if total > MAX_HEADER_BYTES:
-        raise bad_request("headers too large")
-    return headers
 
 
 def _trace(headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
