@@ -375,8 +375,8 @@ def test_a_streams_head_is_written_at_once_a_whole_replys_with_its_body() -> Non
         protocol: Any = protocol_class("httptools")(config, state, {}, None)
         transport = Recorder()
         protocol.connection_made(transport)
-        scope = {"method": "POST", "http_version": "1.1", "path": "/mcp", "query_string": b"",
-                 "client": ("127.0.0.1", 2)}
+        scope = {"method": "POST", "http_version": "1.1", "path": "/mcp", "raw_path": b"/mcp",
+                 "query_string": b"", "client": ("127.0.0.1", 2)}  # the access log reads them
         stream = _direct.DirectCycle(protocol, scope, b"", True)
         await stream.send({"type": "http.response.start", "status": 200,
                            "headers": [(b"content-type", b"text/event-stream")]})
@@ -395,5 +395,101 @@ def test_a_streams_head_is_written_at_once_a_whole_replys_with_its_body() -> Non
         assert transport.writes == [b"HTTP/1.1 202 Accepted\r\ndate: today\r\n"
                                     b"content-length: 2\r\nconnection: close\r\n\r\n{}",
                                     b"<closed>"]
+
+    asyncio.run(scenario())
+
+
+def _protocol(transport: Recorder) -> Any:
+    from uvicorn.config import Config
+    from uvicorn.server import ServerState
+
+    config = Config(McpApp(Dispatcher(app)), proxy_headers=False, lifespan="off",
+                    access_log=False)
+    config.load()
+    state = ServerState()
+    state.default_headers = [(b"date", b"today")]
+    protocol: Any = protocol_class("httptools")(config, state, {}, asyncio.get_running_loop())
+    protocol.connection_made(transport)
+    return protocol
+
+
+def test_mcp_app_takes_the_body_and_writes_the_reply_through_the_direct() -> None:
+    """McpApp takes the cycle's Direct out of the scope (no reference cycle outlives the
+    request), reads no `http.request` message and writes head and body in one write."""
+    from mrtr.http._exchange import DIRECT
+
+    async def scenario() -> None:
+        transport = Recorder()
+        protocol = _protocol(transport)
+        received: list[Any] = []
+        real_receive = _direct.DirectCycle.receive
+
+        async def counted(cycle: Any) -> Any:
+            message = await real_receive(cycle)
+            received.append(message["type"])
+            return message
+
+        _direct.DirectCycle.receive = counted  # type: ignore[method-assign]
+        try:
+            protocol.data_received(raw(call("echo", {"text": "hi"})))
+            scope = protocol.scope
+            assert scope["extensions"] == {DIRECT: protocol.cycle}
+            for _ in range(20):
+                await asyncio.sleep(0)
+        finally:
+            _direct.DirectCycle.receive = real_receive  # type: ignore[method-assign]
+        assert scope["extensions"] == {}
+        assert received == []
+        assert len(transport.writes) == 1
+        head, _, body = transport.writes[0].partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+        assert b"content-length: %d" % len(body) in head
+        assert msgspec.json.decode(body)["result"]["content"][0]["text"] == "hi"
+
+    asyncio.run(scenario())
+
+
+def test_a_direct_whose_client_went_away_writes_nothing() -> None:
+    async def scenario() -> None:
+        transport = Recorder()
+        protocol = _protocol(transport)
+        body = msgspec.json.encode(call("echo", {"text": "hi"}))
+        scope = {"type": "http", "method": "POST", "path": "/mcp", "raw_path": b"/mcp",
+                 "query_string": b"", "http_version": "1.1", "root_path": "",
+                 "headers": [(k.encode(), v.encode()) for k, v in
+                             {**headers_for(call("echo", {"text": "hi"})),
+                              "host": "127.0.0.1", "content-length": str(len(body))}.items()]}
+        cycle = _direct.DirectCycle(protocol, scope, body, True)
+        cycle.disconnected = True
+        scope["extensions"] = {"mrtr.direct": cycle}
+        await protocol.app(scope, cycle.receive, cycle.send)
+        assert transport.writes == []
+        assert cycle.take_body() is None
+
+    asyncio.run(scenario())
+
+
+def test_a_direct_reply_waits_for_a_full_buffer_to_drain() -> None:
+    """reply() answers an awaitable when the transport asked to pause: the same bytes, once
+    the buffer drained."""
+    async def scenario() -> None:
+        transport = Recorder()
+        protocol = _protocol(transport)
+        scope = {"method": "POST", "http_version": "1.1", "path": "/mcp", "raw_path": b"/mcp",
+                 "query_string": b"", "client": ("127.0.0.1", 2)}
+        cycle = _direct.DirectCycle(protocol, scope, b"", True)
+        protocol.pause_writing()
+        pending = cycle.reply(200, [(b"content-length", b"2")], b"{}")
+        assert pending is not None and transport.writes == []
+        task = asyncio.ensure_future(pending)
+        await asyncio.sleep(0)
+        assert transport.writes == []
+        protocol.resume_writing()
+        await task
+        assert transport.writes == [b"HTTP/1.1 200 OK\r\ndate: today\r\n"
+                                    b"content-length: 2\r\n\r\n{}"]
+        assert cycle.response_complete
+        with pytest.raises(RuntimeError):  # a second reply errs as a second start message would
+            await cycle.reply(200, [(b"content-length", b"2")], b"{}")  # type: ignore[misc]
 
     asyncio.run(scenario())

@@ -24,7 +24,8 @@ from mrtr.errors import AuthUnavailable, Forbidden, ProtocolError, Unauthorized
 from mrtr.http._auth import Authenticator, ProtectedResource
 from mrtr.http._body import receive_body
 from mrtr.http._completion import CompletionRoute
-from mrtr.http._exchange import Exchange, Watchlist
+from mrtr.http._exchange import DIRECT, Direct, Exchange, Watchlist
+from mrtr.http._headers import HeaderDecoder
 from mrtr.http._health import PROBE_PATHS, Health
 from mrtr.http._hosts import HostCheck, bound_resource
 from mrtr.http._playground import Playground, PlaygroundMode
@@ -56,7 +57,6 @@ ASGIReceive = Callable[[], Awaitable[Message]]
 ASGISend = Callable[[Message], Awaitable[None]]
 
 _ANONYMOUS = Peer(principal=None, transport="http")  # immutable, so shared by every request
-MAX_HEADER_BYTES = 64 * 1024
 
 
 class McpApp:
@@ -107,6 +107,7 @@ class McpApp:
         self.owns_store = owns_store
         self.path = path
         self.hosts = HostCheck(allowed_hosts, allowed_origins or ())
+        self._headers = HeaderDecoder()  # names and values seen, decoded once
         self.authenticator = authenticator
         self.guard = authenticator if isinstance(authenticator, ProtectedResource) else None
         self.max_body = max_body
@@ -151,7 +152,11 @@ class McpApp:
             elif path in PROBE_PATHS and self.health is not None:
                 await self.health.answer(path, scope.get("method", ""), send)  # before Host checks
                 return
-        exchange = Exchange(self, receive, send)
+        # A server's Direct (serving/_direct.py) leaves the scope at once: it refers to the scope,
+        # and a reference cycle would outlive the request until the garbage collector ran.
+        extensions = scope.get("extensions")
+        direct: Direct | None = extensions.pop(DIRECT, None) if extensions else None
+        exchange = Exchange(self, receive, send, direct)
         if self.playground is not None:  # dev only: files this request's rounds for the page
             self.playground.watch(scope)
         try:
@@ -211,7 +216,7 @@ class McpApp:
         await send({"type": "lifespan.shutdown.complete"})
 
     async def _exchange(self, scope: ASGIScope, exchange: Exchange) -> None:
-        headers = _decode_headers(scope.get("headers", ()))
+        headers = self._headers.decode(scope.get("headers", ()))
         refusal = self.hosts.refusal(headers)
         if refusal is not None:
             raise host_refused(refusal)
@@ -228,7 +233,8 @@ class McpApp:
             media.split(";", 1)[0].strip().lower() != "application/json"
         ):
             raise unsupported_media_type()
-        body = await self._read_body(headers, exchange.receive)
+        body = (self._direct_body(headers, exchange.direct) if exchange.direct is not None
+                else await self._read_body(headers, exchange.receive))
         if body is None:
             return  # the client went away while sending
         try:
@@ -342,6 +348,19 @@ class McpApp:
     def _read_body(self, headers: Mapping[str, str],
                    receive: ASGIReceive) -> Awaitable[bytes | None]:
         """Checks Content-Length now (a Refusal), then reads the body (the awaitable returned)."""
+        self._check_length(headers)
+        return receive_body(receive, self.max_body, self.body_timeout)
+
+    def _direct_body(self, headers: Mapping[str, str], direct: Direct) -> bytes | None:
+        """The body a server's Direct holds, under the same checks as a body read."""
+        self._check_length(headers)
+        body = direct.take_body()
+        if body is not None and len(body) > self.max_body:
+            raise too_large(self.max_body)
+        return body
+
+    def _check_length(self, headers: Mapping[str, str]) -> None:
+        """A Refusal for a Content-Length that is not a number or over max_body."""
         declared = headers.get("content-length")
         if declared is not None:
             digits = declared.strip()
@@ -350,26 +369,6 @@ class McpApp:
                 raise bad_request("invalid Content-Length")
             if int(declared) > self.max_body:
                 raise too_large(self.max_body)
-        return receive_body(receive, self.max_body, self.body_timeout)
-
-
-def _decode_headers(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
-    """Lower-cased names; repeated headers joined with ", ". Raises a Refusal (400) on garbage."""
-    headers: dict[str, str] = {}
-    total = 0
-    try:
-        for name, value in raw:
-            total += len(name) + len(value)
-            key = name.decode("ascii").lower()
-            if key in headers:
-                headers[key] += ", " + value.decode("utf-8")
-            else:
-                headers[key] = value.decode("utf-8")
-    except UnicodeDecodeError:
-        raise bad_request("header is not valid UTF-8") from None
-    if total > MAX_HEADER_BYTES:
-        raise bad_request("headers too large")
-    return headers
 
 
 def _trace(headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

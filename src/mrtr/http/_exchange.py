@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -24,11 +24,28 @@ from mrtr.server._failures import timed_out, unanswered
 if TYPE_CHECKING:
     from mrtr.http._app import McpApp
 
-__all__ = ["Exchange", "Watchlist"]
+__all__ = ["DIRECT", "Direct", "Exchange", "Watchlist"]
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+
+DIRECT = "mrtr.direct"  # the scope["extensions"] key a server offers a Direct under
+
+
+class Direct(Protocol):
+    """What a server may offer in `scope["extensions"][DIRECT]` for a request it holds whole
+    (mrtr serve's direct path, serving/_direct.py): its body without a `receive` message, and a
+    whole reply written without two `send` messages. McpApp takes it out of the scope first."""
+
+    def take_body(self) -> bytes | None:
+        """The whole request body, once; None once taken or the client went away."""
+
+    def reply(self, status: int, headers: list[tuple[bytes, bytes]],
+              body: bytes) -> Awaitable[None] | None:
+        """Write the whole reply, as `http.response.start` then its `http.response.body`
+        would; an awaitable only when it must wait (the transport's buffer is full)."""
+
 
 _JSON = (b"content-type", b"application/json")
 _SSE_HEADERS = [
@@ -49,13 +66,15 @@ class Exchange:
 
     WATCH_AFTER = 0.05
 
-    __slots__ = ("app", "deadline", "finished", "keeper", "reason", "receive", "send",
+    __slots__ = ("app", "deadline", "direct", "finished", "keeper", "reason", "receive", "send",
                  "started", "streaming", "task", "watcher")
 
-    def __init__(self, app: McpApp, receive: Receive, send: Send) -> None:
+    def __init__(self, app: McpApp, receive: Receive, send: Send,
+                 direct: Direct | None = None) -> None:
         self.app = app
         self.receive = receive
         self.send = send
+        self.direct = direct
         self.started = False  # the status line went out
         self.streaming = False
         self.finished = False
@@ -68,13 +87,28 @@ class Exchange:
     async def respond(
         self, status: int, body: bytes, extra: Sequence[tuple[bytes, bytes]] = ()
     ) -> None:
+        pending = self._whole(status, body, extra)
+        if pending is not None:
+            await pending
+
+    def _whole(self, status: int, body: bytes,
+               extra: Sequence[tuple[bytes, bytes]]) -> Awaitable[None] | None:
+        """Write a whole reply (JSON, or empty): at once through the server's Direct, else as
+        the two ASGI messages (the awaitable returned)."""
         self.started = True
-        await self.send(self._start(status, body, extra))
+        headers = self._headers(body, extra)
+        if self.direct is not None:
+            return self.direct.reply(status, headers, body)
+        return self._messages(status, headers, body)
+
+    async def _messages(self, status: int, headers: list[tuple[bytes, bytes]],
+                        body: bytes) -> None:
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
         await self.send({"type": "http.response.body", "body": body})
 
-    def _start(self, status: int, body: bytes,
-               extra: Sequence[tuple[bytes, bytes]]) -> dict[str, Any]:
-        """The `http.response.start` message of a whole reply (JSON, or empty)."""
+    def _headers(self, body: bytes,
+                 extra: Sequence[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+        """The headers of a whole reply (JSON, or empty)."""
         length = (b"content-length", b"%d" % len(body))
         if extra or self.app.extra_headers:
             headers = [*extra, *self.app.extra_headers]
@@ -83,7 +117,7 @@ class Exchange:
             headers.append(length)
         else:  # the usual reply: no Retry-After, no worker id
             headers = [_JSON, length] if body else [length]
-        return {"type": "http.response.start", "status": status, "headers": headers}
+        return headers
 
     async def run(self, message: Any, peer: Peer) -> None:
         app = self.app
@@ -104,24 +138,28 @@ class Exchange:
         except Exception as exc:  # a Dispatcher bug: still answer, with the id (or last event)
             reply = unanswered(message.id, exc, app.log)
         finally:
-            self.finished = True
-            watchlist.discard(self)
-            for task in (self.watcher, self.keeper):
-                if task is not None:
-                    task.cancel()
-            if self.reason is not None and self.task is not None:
-                self.task.uncancel()
+            self._finish(watchlist)
         if self.reason == "gone":
             return  # closing the stream is cancellation (spec): write nothing more
         if self.reason == "timeout":
             reply = timed_out(message.id, app.request_timeout, app.log)
         assert reply is not None
         if not self.streaming:  # respond(), inline: one coroutine less per request
-            self.started = True
-            await self.send(self._start(reply.http_status, reply.body, reply.headers))
-            await self.send({"type": "http.response.body", "body": reply.body})
+            pending = self._whole(reply.http_status, reply.body, reply.headers)
+            if pending is not None:
+                await pending
             return
         await self.send({"type": "http.response.body", "body": encode_sse_event(reply.body)})
+
+    def _finish(self, watchlist: Watchlist) -> None:
+        """The handler is done: no watcher, no keep-alives, and an interruption undone."""
+        self.finished = True
+        watchlist.discard(self)
+        for task in (self.watcher, self.keeper):
+            if task is not None:
+                task.cancel()
+        if self.reason is not None and self.task is not None:
+            self.task.uncancel()
 
     async def sink(self, notification: msgspec.Struct) -> None:
         if self.finished:

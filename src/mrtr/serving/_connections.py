@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from mrtr.http._app import MAX_HEADER_BYTES
+from mrtr.http._headers import MAX_HEADER_BYTES
 
 __all__ = ["ConnectionLimits", "MAX_HEAD_BYTES", "WebSocketsOnUpgrade"]
 

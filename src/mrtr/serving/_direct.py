@@ -23,7 +23,7 @@ cycle beneath it is cheaper. Everything else takes uvicorn's cycle unchanged.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import httptools
@@ -38,6 +38,7 @@ from uvicorn.protocols.http.httptools_impl import (
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from mrtr.http import McpApp
+from mrtr.http._exchange import DIRECT
 
 __all__ = ["DirectCycle", "DirectHttpTools"]
 
@@ -82,6 +83,30 @@ class DirectCycle(RequestResponseCycle):
     def message_event(self, event: asyncio.Event) -> None:
         self._event = event
 
+    # -- McpApp's Direct (http/_exchange.py): the body and a whole reply, without messages ----
+    def take_body(self) -> bytes | None:
+        body = self.request_body
+        self.request_body = None
+        return None if self.disconnected else body
+
+    def reply(self, status: int, headers: list[tuple[bytes, bytes]],
+              body: bytes) -> Awaitable[None] | None:
+        if self.response_started or (self.flow.write_paused and not self.disconnected):
+            return self._messages(status, headers, body)  # as send() would, message by message
+        if self.disconnected:
+            return None
+        self.response_started = True
+        self.head = self._head(status, headers)
+        self.transport.write(self._framed(body, False))
+        self._complete()
+        return None
+
+    async def _messages(self, status: int, headers: list[tuple[bytes, bytes]],
+                        body: bytes) -> None:
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+        await self.send({"type": "http.response.body", "body": body})
+
+    # -- ASGI ------------------------------------------------------------------------------------
     async def receive(self) -> Any:
         body = self.request_body
         if body is not None and not self.disconnected:
@@ -256,6 +281,8 @@ class DirectHttpTools(_Base):
         keep_alive = self.scope["http_version"] != "1.0" and parser.should_keep_alive()
         body = held[0] if len(held) == 1 else b"".join(held)
         cycle = DirectCycle(self, self.scope, body, keep_alive)
+        scope: Any = self.scope
+        scope["extensions"] = {DIRECT: cycle}  # McpApp takes it out (no reference cycle)
         existing = self.cycle
         self.cycle = cycle
         if existing is None or existing.response_complete:
