@@ -4,11 +4,13 @@ stopped by its PID."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -158,15 +160,40 @@ Factory = Callable[[], Store]
 _names = itertools.count()
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis", "postgresql"])
+# The SQLite schema as stores made it before #31 (entries WITHOUT ROWID): a file made then keeps
+# it, and the contract runs on it too ("sqlite-before").
+SQLITE_BEFORE_31 = (
+    "CREATE TABLE mrtr_entries (key TEXT PRIMARY KEY, outcome BLOB, lease_until REAL NOT NULL,"
+    " expires REAL NOT NULL, count INTEGER, holder TEXT) WITHOUT ROWID",
+    "CREATE INDEX mrtr_entries_expires ON mrtr_entries (expires)",
+    "CREATE TABLE mrtr_leases (name TEXT NOT NULL, key TEXT NOT NULL, until REAL NOT NULL,"
+    " expires REAL NOT NULL, PRIMARY KEY (name, key)) WITHOUT ROWID",
+    "CREATE INDEX mrtr_leases_until ON mrtr_leases (name, until)",
+)
+
+
+def sqlite_file_from_before_31(path: Path) -> Path:
+    """A new SQLite file holding the tables a store made before #31, and no rows."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        for statement in SQLITE_BEFORE_31:
+            db.execute(statement)
+        db.commit()
+    return path
+
+
+@pytest.fixture(params=["memory", "sqlite", "sqlite-before", "redis", "postgresql"])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
     """A factory of store clients that all see the same data (one dict, one file, one Redis),
-    for the contract tests of every store (PostgreSQL: one schema per test)."""
+    for the contract tests of every store (PostgreSQL: one schema per test; sqlite-before: a
+    file whose tables a store made before #31)."""
     if request.param == "memory":
         shared = MemoryStore()
         yield lambda: shared
     elif request.param == "sqlite":
         path = tmp_path / "store.db"
+        yield lambda: SQLiteStore(path)
+    elif request.param == "sqlite-before":
+        path = sqlite_file_from_before_31(tmp_path / "store.db")
         yield lambda: SQLiteStore(path)
     elif request.param == "postgresql":
         url = request.getfixturevalue("postgres_url")

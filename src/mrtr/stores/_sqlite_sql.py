@@ -3,6 +3,14 @@
 # Design: see _sqlite.py; every statement is parameterised, none is built from input. The
 # helpers at the end read an entry's row (outcome, lease_until, expires, count) as the Store
 # protocol does, and bring an older file up to date.
+# Entries live in an ordinary rowid table, its key a unique index (#31). A WITHOUT ROWID table
+# keeps whole rows in its key B-tree, interior pages included, and moves a row past ~1000 bytes
+# (a quarter of a page) to overflow pages: outcomes are results of hundreds of bytes to
+# kilobytes, so its pages held a few rows, its tree grew deep and every split copied them
+# (SQLite recommends WITHOUT ROWID for rows under ~1/20 of a page). A file made before keeps
+# its WITHOUT ROWID table (CREATE TABLE IF NOT EXISTS leaves it): every statement names rows
+# by key only, and ON CONFLICT (key) targets the primary key of either layout. Leases stay
+# WITHOUT ROWID: their rows are small and always read by their key.
 from __future__ import annotations
 
 import contextlib
@@ -34,9 +42,8 @@ __all__ = [
 ]
 
 SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS mrtr_entries (key TEXT PRIMARY KEY, outcome BLOB,"
-    " lease_until REAL NOT NULL, expires REAL NOT NULL, count INTEGER, holder TEXT)"
-    " WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS mrtr_entries (key TEXT NOT NULL PRIMARY KEY, outcome BLOB,"
+    " lease_until REAL NOT NULL, expires REAL NOT NULL, count INTEGER, holder TEXT)",
     "CREATE INDEX IF NOT EXISTS mrtr_entries_expires ON mrtr_entries (expires)",
     "CREATE TABLE IF NOT EXISTS mrtr_leases (name TEXT NOT NULL, key TEXT NOT NULL,"
     " until REAL NOT NULL, expires REAL NOT NULL, PRIMARY KEY (name, key)) WITHOUT ROWID",
