@@ -20,7 +20,7 @@ MAX_HEADER_BYTES = 64 * 1024
 class HeaderDecoder:
     """Decodes an ASGI scope's headers; one per app (its memory of names and values)."""
 
-    LIMIT = 512  # names, and values, remembered
+    LIMIT = 256  # names, and values, remembered
     VALUE_LIMIT = 64  # bytes: longer values (tokens, trace ids) are not remembered
 
     __slots__ = ("names", "values")
