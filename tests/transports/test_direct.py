@@ -450,6 +450,8 @@ def test_mcp_app_takes_the_body_and_writes_the_reply_through_the_direct() -> Non
 
 
 def test_a_direct_whose_client_went_away_writes_nothing() -> None:
+    from mrtr.http._exchange import DIRECT
+
     async def scenario() -> None:
         transport = Recorder()
         protocol = _protocol(transport)
@@ -461,7 +463,7 @@ def test_a_direct_whose_client_went_away_writes_nothing() -> None:
                               "host": "127.0.0.1", "content-length": str(len(body))}.items()]}
         cycle = _direct.DirectCycle(protocol, scope, body, True)
         cycle.disconnected = True
-        scope["extensions"] = {"mrtr.direct": cycle}
+        scope["extensions"] = {DIRECT: cycle}
         await protocol.app(scope, cycle.receive, cycle.send)
         assert transport.writes == []
         assert cycle.take_body() is None
@@ -470,8 +472,10 @@ def test_a_direct_whose_client_went_away_writes_nothing() -> None:
 
 
 def test_a_direct_reply_waits_for_a_full_buffer_to_drain() -> None:
-    """reply() answers an awaitable when the transport asked to pause: the same bytes, once
-    the buffer drained."""
+    """While the transport asked to pause, a whole reply is not written at once: McpApp's
+    Exchange sends it as the two messages, which wait for the drain, then the same bytes."""
+    from mrtr.http._exchange import Exchange
+
     async def scenario() -> None:
         transport = Recorder()
         protocol = _protocol(transport)
@@ -479,17 +483,19 @@ def test_a_direct_reply_waits_for_a_full_buffer_to_drain() -> None:
                  "query_string": b"", "client": ("127.0.0.1", 2)}
         cycle = _direct.DirectCycle(protocol, scope, b"", True)
         protocol.pause_writing()
-        pending = cycle.reply(200, [(b"content-length", b"2")], b"{}")
-        assert pending is not None and transport.writes == []
-        task = asyncio.ensure_future(pending)
+        assert cycle.reply(200, [(b"content-length", b"2")], b"{}") is False
+        assert transport.writes == [] and not cycle.response_started
+        exchange = Exchange(protocol.app, cycle.receive, cycle.send, cycle)
+        task = asyncio.ensure_future(exchange.respond(200, b"{}"))
         await asyncio.sleep(0)
         assert transport.writes == []
         protocol.resume_writing()
         await task
-        assert transport.writes == [b"HTTP/1.1 200 OK\r\ndate: today\r\n"
-                                    b"content-length: 2\r\n\r\n{}"]
+        assert transport.writes == [b"HTTP/1.1 200 OK\r\ndate: today\r\ncontent-type: "
+                                    b"application/json\r\ncontent-length: 2\r\n\r\n{}"]
         assert cycle.response_complete
+        assert cycle.reply(200, [(b"content-length", b"2")], b"{}") is False  # once only:
         with pytest.raises(RuntimeError):  # a second reply errs as a second start message would
-            await cycle.reply(200, [(b"content-length", b"2")], b"{}")  # type: ignore[misc]
+            await exchange.respond(200, b"{}")
 
     asyncio.run(scenario())

@@ -41,10 +41,11 @@ class Direct(Protocol):
     def take_body(self) -> bytes | None:
         """The whole request body, once; None once taken or the client went away."""
 
-    def reply(self, status: int, headers: list[tuple[bytes, bytes]],
-              body: bytes) -> Awaitable[None] | None:
-        """Write the whole reply, as `http.response.start` then its `http.response.body`
-        would; an awaitable only when it must wait (the transport's buffer is full)."""
+    def reply(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
+        """Write the whole reply at once, as `http.response.start` then its
+        `http.response.body` would (nothing if the client went away); False, writing
+        nothing, when it cannot without waiting (the transport's buffer is full): the
+        caller then sends the two messages, which wait."""
 
 
 _JSON = (b"content-type", b"application/json")
@@ -97,8 +98,8 @@ class Exchange:
         the two ASGI messages (the awaitable returned)."""
         self.started = True
         headers = self._headers(body, extra)
-        if self.direct is not None:
-            return self.direct.reply(status, headers, body)
+        if self.direct is not None and self.direct.reply(status, headers, body):
+            return None
         return self._messages(status, headers, body)
 
     async def _messages(self, status: int, headers: list[tuple[bytes, bytes]],

@@ -23,7 +23,7 @@ cycle beneath it is cheaper. Everything else takes uvicorn's cycle unchanged.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import httptools
@@ -89,22 +89,15 @@ class DirectCycle(RequestResponseCycle):
         self.request_body = None
         return None if self.disconnected else body
 
-    def reply(self, status: int, headers: list[tuple[bytes, bytes]],
-              body: bytes) -> Awaitable[None] | None:
+    def reply(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
         if self.response_started or (self.flow.write_paused and not self.disconnected):
-            return self._messages(status, headers, body)  # as send() would, message by message
-        if self.disconnected:
-            return None
-        self.response_started = True
-        self.head = self._head(status, headers)
-        self.transport.write(self._framed(body, False))
-        self._complete()
-        return None
-
-    async def _messages(self, status: int, headers: list[tuple[bytes, bytes]],
-                        body: bytes) -> None:
-        await self.send({"type": "http.response.start", "status": status, "headers": headers})
-        await self.send({"type": "http.response.body", "body": body})
+            return False  # McpApp sends the messages: send() waits, or refuses a second reply
+        if not self.disconnected:
+            self.response_started = True
+            self.head = self._head(status, headers)
+            self.transport.write(self._framed(body, False))
+            self._complete()
+        return True
 
     # -- ASGI ------------------------------------------------------------------------------------
     async def receive(self) -> Any:
