@@ -1,5 +1,5 @@
-"""In-process parts of the stores: waiters woken by `notify`, and the memory store's indexes of
-tracked leases."""
+"""In-process parts of the stores: waiters woken by `notify`, the memory store's indexes of
+tracked leases, and the running loop found without a system call."""
 
 # Design: Channels keeps, per channel, the futures of the `wait` calls in this process; `notify`
 # settles them all (Memory and SQLite only reach this process; Redis wakes them from its
@@ -10,8 +10,33 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import threading
 
-__all__ = ["Channels", "LeaseIndex"]
+__all__ = ["Channels", "LeaseIndex", "RunningLoop"]
+
+
+class RunningLoop:
+    """The event loop running the caller, remembered: on Python 3.11
+    `asyncio.get_running_loop()` calls getpid() each time (a system call per store call).
+
+    The loop seen last is reused while it is running and this is the thread that saw it run
+    (one loop runs per thread at a time); anything else asks asyncio again, so a store used
+    by several `asyncio.run` calls in turn, or from several threads, gets each one's loop.
+    """
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: tuple[asyncio.AbstractEventLoop, int] | None = None
+
+    def get(self) -> asyncio.AbstractEventLoop:
+        """The running loop (RuntimeError outside one, as asyncio's)."""
+        seen = self._seen
+        if seen is not None and seen[1] == threading.get_ident() and seen[0].is_running():
+            return seen[0]
+        loop = asyncio.get_running_loop()
+        self._seen = (loop, threading.get_ident())
+        return loop
 
 
 class Channels:

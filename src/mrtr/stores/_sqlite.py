@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mrtr.stores import _sqlite_sql as sql
-from mrtr.stores._local import Channels
+from mrtr.stores._local import Channels, RunningLoop
 from mrtr.stores._store import NEW, RUNNING, Claim, StoreUnavailable
 from mrtr.stores._worker import Worker, settle
 
@@ -73,10 +73,11 @@ class SQLiteStore:
         self._commits = 0
         self._thread = Worker("mrtr-sqlite")
         self._channels = Channels()
+        self._loop = RunningLoop()  # one getpid() fewer per call on Python 3.11
 
     # -- group commit --------------------------------------------------------------------------
     async def _call(self, step: _Step) -> Any:
-        loop = asyncio.get_running_loop()
+        loop = self._loop.get()
         future: asyncio.Future[Any] = loop.create_future()
         self._pending.append((step, future))
         if len(self._pending) == 1:
@@ -104,7 +105,7 @@ class SQLiteStore:
         done = self._thread.submit(lambda: self._batch(self._connect(), jobs, inline=False))
         done.add_done_callback(lambda outcome: self._settle_handed(jobs, outcome))
         # One timer per batch the thread runs (inline batches answer within the loop turn).
-        asyncio.get_running_loop().call_later(self._timeout, self._expire, jobs)
+        self._loop.get().call_later(self._timeout, self._expire, jobs)
 
     def _expire(self, jobs: list[_Job]) -> None:
         late = StoreUnavailable(f"sqlite {self.path}: no answer in {self._timeout}s")
