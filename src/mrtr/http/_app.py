@@ -12,11 +12,9 @@ basic/transports/streamable-http). Protocol decisions stay in the Dispatcher.
 # lets a parent app run it, since Starlette does not forward lifespan events to mounted apps.
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +41,7 @@ from mrtr.server._failures import (
     too_large,
     unsupported_media_type,
 )
+from mrtr.stores._local import RunningLoop
 from mrtr.stores._ready import ready
 
 if TYPE_CHECKING:
@@ -120,7 +119,8 @@ class McpApp:
         self.extra_headers: list[tuple[bytes, bytes]] = (
             [(b"mcp-debug-worker", str(os.getpid()).encode())] if expose_worker else []
         )
-        self._watchlist_seen: tuple[Watchlist, int] | None = None
+        self._loop = RunningLoop()
+        self._watchlist: Watchlist | None = None
         self.sessions: SessionEndpoint | None = (
             SessionEndpoint(self, ask_timeout=ask_timeout, limits=session_limits) if sessions
             else None
@@ -286,20 +286,14 @@ class McpApp:
         """The Watchlist of the loop running this request (one per loop and thread), found
         without a system call per request.
 
-        On Python 3.11 `asyncio.get_running_loop()` (and `current_task()` without a loop) calls
-        getpid() each time: ~4 % of a busy server's CPU. The Watchlist seen last is reused while
-        its loop is running and this is the thread that saw it run (one loop per thread, as
-        every ASGI server runs them); anything else asks asyncio again.
+        On Python 3.11 `asyncio.get_running_loop()` calls getpid() each time: ~4 % of a busy
+        server's CPU. `RunningLoop` remembers the loop; the Watchlist is made anew only when
+        the loop is another one.
         """
-        seen = self._watchlist_seen
-        if seen is not None and seen[1] == threading.get_ident() and seen[0].loop.is_running():
-            return seen[0]
-        loop = asyncio.get_running_loop()
-        if seen is not None and seen[0].loop is loop:
-            watchlist = seen[0]  # the same loop in another thread is not running here
-        else:
-            watchlist = Watchlist(loop)
-        self._watchlist_seen = (watchlist, threading.get_ident())
+        loop = self._loop.get()
+        watchlist = self._watchlist
+        if watchlist is None or watchlist.loop is not loop:
+            watchlist = self._watchlist = Watchlist(loop)
         return watchlist
 
     async def _authenticate(self, scope: ASGIScope, headers: Mapping[str, str]) -> str | None:
