@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -444,6 +445,42 @@ def test_13_sqlite_waits_for_another_process_lock_on_its_thread_not_on_the_loop(
     claim, waited, failed = asyncio.run(body())
     assert claim == Claim(ClaimStatus.NEW)
     assert isinstance(failed, StoreUnavailable) and waited < 2.0
+
+
+def test_31_a_batch_the_thread_answered_leaves_no_timer_holding_it(tmp_path: Path) -> None:
+    """The timer bounding a batch handed to the thread is cancelled once the thread answers;
+    left to fire it would keep the batch (outcomes included) for the whole timeout."""
+    import sqlite3
+
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path, timeout=30.0)
+
+    async def body() -> tuple[list[Claim], list[asyncio.TimerHandle]]:
+        await store.complete("warm", b"", expires=later())
+        loop = asyncio.get_running_loop()
+        timers: list[asyncio.TimerHandle] = []
+        call_later = loop.call_later
+
+        def spy(delay: float, callback: Any, *args: Any) -> asyncio.TimerHandle:
+            timer = call_later(delay, callback, *args)
+            if getattr(callback, "__func__", None) is SQLiteStore._expire:
+                timers.append(timer)
+            return timer
+
+        loop.call_later = spy  # type: ignore[method-assign]
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock for 0.1 s
+        call_later(0.1, other.execute, "COMMIT")
+        claims = await asyncio.gather(*(store.claim(f"k{i}", lease=30, expires=later(),
+                                                   holder="a:1", index="ix")
+                                        for i in range(3)))
+        other.close()
+        await store.aclose()
+        return list(claims), timers
+
+    claims, timers = asyncio.run(body())
+    assert claims == [Claim(ClaimStatus.NEW)] * 3
+    assert timers and all(timer.cancelled() for timer in timers), timers
 
 
 def test_memory_store_refuses_new_entries_when_full_until_expired_ones_make_room() -> None:

@@ -103,9 +103,11 @@ class SQLiteStore:
                 return
         self._handed += 1
         done = self._thread.submit(lambda: self._batch(self._connect(), jobs, inline=False))
-        done.add_done_callback(lambda outcome: self._settle_handed(jobs, outcome))
-        # One timer per batch the thread runs (inline batches answer within the loop turn).
-        self._loop.get().call_later(self._timeout, self._expire, jobs)
+        # One timer per batch the thread runs (inline batches answer within the loop turn),
+        # cancelled when the thread answers: a timer left to fire would hold the batch (its
+        # outcomes included) for `timeout` seconds after its callers had their answers.
+        timer = self._loop.get().call_later(self._timeout, self._expire, jobs)
+        done.add_done_callback(lambda outcome: self._settle_handed(jobs, outcome, timer))
 
     def _expire(self, jobs: list[_Job]) -> None:
         late = StoreUnavailable(f"sqlite {self.path}: no answer in {self._timeout}s")
@@ -119,8 +121,10 @@ class SQLiteStore:
             self._next_sweep = self._clock() + self._sweep_every
             self._background(self._sweep)
 
-    def _settle_handed(self, jobs: list[_Job], done: asyncio.Future[list[_Outcome]]) -> None:
+    def _settle_handed(self, jobs: list[_Job], done: asyncio.Future[list[_Outcome]],
+                       timer: asyncio.TimerHandle) -> None:
         self._handed -= 1
+        timer.cancel()
         error = None if done.cancelled() else done.exception()
         if error is not None or done.cancelled():
             failure = error or sqlite3.OperationalError("cancelled")
