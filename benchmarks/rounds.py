@@ -1,7 +1,7 @@
 """Server CPU per operation, in process: McpApp driven through fake ASGI receive/send.
 
 `python -m benchmarks.rounds [--ops N] [--concurrency C] [--stores none,sqlite,memory]
-[--profile]`
+[--profile] [--watch-after S]`
 
 Each workload of the benchmark contract (benchmarks/server.py) runs `ops` times with `C` flows
 in flight on one asyncio loop, and the CPU time of the process (time.process_time, so other
@@ -9,6 +9,13 @@ tenants of a shared machine do not count) is divided by the operations done. Tar
 interleaved, `--repeat` times, and the minimum counts: ratios between stores of one run are
 what to read. `--profile` prints each workload's breakdown into the parts of a round instead
 (cProfile).
+
+Under a profiler or valgrind every request runs many times slower, so one waiting on the SQLite
+store's group commit outlives the 50 ms after which McpApp starts a request's watcher task,
+which at native speed it does not (round 6 of docs/performance.md: ≈ +95 k instructions per
+mrtr2 op under callgrind, most of it garbage collection). `--profile` therefore raises that
+delay to 60 s; `--watch-after S` sets it for any run (`watch_after()` for code driving `_cell`
+under callgrind).
 """
 
 # Design: no sockets, so uvicorn and the kernel are left out (the floor pays for those too);
@@ -18,18 +25,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import json
 import pstats
 import sys
 import tempfile
 import time
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Iterator, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from benchmarks.server import app as bench_app
 from mrtr.http import McpApp
+from mrtr.http._exchange import Exchange
 from mrtr.protocol import (
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
@@ -39,7 +48,7 @@ from mrtr.protocol import (
 from mrtr.server import Dispatcher
 from mrtr.stores import MemoryStore, SQLiteStore, Store
 
-__all__ = ["META", "main", "measure"]
+__all__ = ["META", "main", "measure", "watch_after"]
 
 META = {PROTOCOL_VERSION_KEY: PROTOCOL_VERSION,
          CLIENT_INFO_KEY: {"name": "bench", "version": "1"},
@@ -47,6 +56,22 @@ META = {PROTOCOL_VERSION_KEY: PROTOCOL_VERSION,
 _CALLS = {"call1": ("echo", {"text": "hello"}), "mrtr2": ("greet", {"greeting": "hello"}),
           "mrtr3": ("deploy", {"service": "web"})}
 WORKLOADS = (*_CALLS, "list")
+_PROFILED_WATCH_AFTER = 60.0  # seconds: no request of a profiled run gets a watcher
+
+
+@contextlib.contextmanager
+def watch_after(seconds: float | None) -> Iterator[None]:
+    """McpApp starts a request's watcher task after `seconds` within the block (None: after
+    its own delay, Exchange.WATCH_AFTER)."""
+    if seconds is None:
+        yield
+        return
+    before = Exchange.WATCH_AFTER
+    Exchange.WATCH_AFTER = seconds
+    try:
+        yield
+    finally:
+        Exchange.WATCH_AFTER = before
 
 
 def _store(kind: str, folder: Path) -> Store | None:
@@ -182,9 +207,10 @@ def profile(workload: str, kind: str, ops: int, concurrency: int) -> dict[str, f
     """µs per op of each part of a round (cProfile, so inflated: read the shares)."""
     with tempfile.TemporaryDirectory(prefix="mrtr-rounds-") as tmp:
         profiler = cProfile.Profile()
-        profiler.enable()
-        asyncio.run(_cell(kind, Path(tmp), workload, ops, concurrency))
-        profiler.disable()
+        with watch_after(max(Exchange.WATCH_AFTER, _PROFILED_WATCH_AFTER)):
+            profiler.enable()
+            asyncio.run(_cell(kind, Path(tmp), workload, ops, concurrency))
+            profiler.disable()
     stats: dict[Any, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
     cum = dict.fromkeys(_PARTS, 0.0)
     for (file, _line, func), (_cc, _nc, _tt, ct, _callers) in stats.items():
@@ -229,7 +255,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--stores", default="none,sqlite,memory")
     p.add_argument("--profile", action="store_true",
                    help="print each workload's breakdown (shares of a round) for each store")
+    p.add_argument("--watch-after", type=float, default=None, metavar="S",
+                   help="start a request's watcher after S seconds (default: McpApp's own; "
+                        "raise it under valgrind, where every request is slow)")
     a = p.parse_args(argv)
+    if a.watch_after is not None and not a.watch_after >= 0:
+        p.error("--watch-after must be a number of seconds ≥ 0")
+    with watch_after(a.watch_after):
+        return _main(a)
+
+
+def _main(a: argparse.Namespace) -> int:
     stores = a.stores.split(",")
     if a.profile:
         for kind in stores:
