@@ -103,9 +103,8 @@ class SQLiteStore:
                 return
         self._handed += 1
         done = self._thread.submit(lambda: self._batch(self._connect(), jobs, inline=False))
-        # One timer per batch the thread runs (inline batches answer within the loop turn),
-        # cancelled when the thread answers: a timer left to fire would hold the batch (its
-        # outcomes included) for `timeout` seconds after its callers had their answers.
+        # One timer per batch the thread runs (inline ones answer in the loop turn), cancelled
+        # with the answer: left to fire it would hold the batch and its outcomes `timeout` s.
         timer = self._loop.get().call_later(self._timeout, self._expire, jobs)
         done.add_done_callback(lambda outcome: self._settle_handed(jobs, outcome, timer))
 
