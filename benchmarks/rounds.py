@@ -13,9 +13,9 @@ what to read. `--profile` prints each workload's breakdown into the parts of a r
 Under a profiler or valgrind every request runs many times slower, so one waiting on the SQLite
 store's group commit outlives the 50 ms after which McpApp starts a request's watcher task,
 which at native speed it does not (round 6 of docs/performance.md: ≈ +95 k instructions per
-mrtr2 op under callgrind, most of it garbage collection). `--profile` therefore raises that
-delay to 60 s; `--watch-after S` sets it for any run (`watch_after()` for code driving `_cell`
-under callgrind).
+mrtr2 op under callgrind, most of it garbage collection). `--watch-after S` sets that delay
+(`watch_after()` for code driving `_cell` under callgrind); `--profile` holds it at 60 s or more
+whatever S is.
 """
 
 # Design: no sockets, so uvicorn and the kernel are left out (the floor pays for those too);
@@ -257,7 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="print each workload's breakdown (shares of a round) for each store")
     p.add_argument("--watch-after", type=float, default=None, metavar="S",
                    help="start a request's watcher after S seconds (default: McpApp's own; "
-                        "raise it under valgrind, where every request is slow)")
+                        "raise it under valgrind, where every request is slow; --profile "
+                        "holds it at 60 s or more)")
     a = p.parse_args(argv)
     if a.watch_after is not None and not a.watch_after >= 0:
         p.error("--watch-after must be a number of seconds ≥ 0")

@@ -46,7 +46,7 @@ def _watchers_started(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> int:
 
 
 def test_31_watch_after_decides_when_requests_get_watchers_and_is_restored(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from mrtr.http._exchange import Exchange
 
@@ -54,6 +54,7 @@ def test_31_watch_after_decides_when_requests_get_watchers_and_is_restored(
     # At 0 s a request waiting on the group commit is due before its commit answers.
     assert _watchers_started(monkeypatch, ["--watch-after", "0"]) > 0
     assert _watchers_started(monkeypatch, ["--watch-after", "60"]) == 0
+    assert _watchers_started(monkeypatch, ["--watch-after", "0", "--profile"]) == 0
     assert Exchange.WATCH_AFTER == before
     with pytest.raises(RuntimeError), rounds.watch_after(7.0):
         assert Exchange.WATCH_AFTER == 7.0
