@@ -31,7 +31,7 @@ def head(path: str = "/mcp", *, length: int | None = None, method: str = "POST")
 
 @dataclass
 class Hangup:
-    """What one slow client saw: seconds from connecting (or from `at`) to the server closing."""
+    """What one slow client saw: seconds from starting to connect to the server closing."""
 
     after: float | None  # None: still open when the client gave up
     received: bytes
@@ -51,8 +51,10 @@ async def dribble(port: int, sent: bytes = b"", drip: bytes = b"", *, every: flo
     Returns when the server closes the connection (or after `give_up` seconds).
     """
     loop = asyncio.get_running_loop()
-    reader, writer = await asyncio.open_connection(HOST, port)
+    # From before the connect: the server's deadline starts when it accepts, and with hundreds of
+    # clients on one loop this coroutine may resume long after that (stop 41's CI saw 0.8 s).
     start = loop.time()
+    reader, writer = await asyncio.open_connection(HOST, port)
 
     async def send() -> None:
         writer.write(sent)
