@@ -66,6 +66,14 @@ async def steps(ctx: Context) -> str:
     return "stepped"
 
 
+@app.tool()
+async def watchers(seconds: float) -> str:
+    """Sleep past Exchange.WATCH_AFTER, then count the tasks waiting for a disconnect."""
+    await asyncio.sleep(seconds)
+    return str(sum(task.get_coro().__qualname__ == "Exchange._wait_for_disconnect"
+                   for task in asyncio.all_tasks()))
+
+
 class Served:
     """Counts the requests each kind of cycle ran (patched into the classes' run_asgi)."""
 
@@ -230,6 +238,33 @@ def test_a_client_gone_mid_handler_cancels_it(server: LiveServer, served: Served
     assert served.direct == 1
 
 
+def test_a_watched_direct_request_has_a_timer_not_a_task(server: LiveServer,
+                                                         served: Served) -> None:
+    # Past WATCH_AFTER the request is watched (test_a_client_gone_mid_handler_cancels_it
+    # shows the disconnect still cancels it); over the direct path no task waits for that.
+    sock, reader = connect(server)
+    with sock:
+        sock.sendall(raw(call("watchers", {"seconds": 0.3})))
+        assert text(reader.reply()[2]) == "0"
+    assert served.direct == 1
+
+
+def test_the_deadline_holds_over_the_direct_path(served: Served, tmp_path: Path) -> None:
+    marker = tmp_path / "cancelled"
+    with LiveServer(McpApp(Dispatcher(app), request_timeout=0.3), server_header=False) as live:
+        sock, reader = connect(live)
+        with sock:
+            began = time.monotonic()
+            sock.sendall(raw(call("wait", {"marker": str(marker)}, id=7)))
+            status, _, body = reader.reply()
+            took = time.monotonic() - began
+    assert status == 500 and 0.25 <= took < 5
+    reply = msgspec.json.decode(body)
+    assert (reply["id"], reply["error"]["code"]) == (7, -32603)
+    assert marker.read_text() == "cancelled"
+    assert served.direct == 1
+
+
 def test_a_slow_reader_gets_every_byte_of_large_pipelined_replies(
         server: LiveServer, served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
     paused = []
@@ -348,6 +383,13 @@ class Recorder(asyncio.Transport):
     def __init__(self) -> None:
         super().__init__()
         self.writes: list[bytes] = []
+        self.reading = True
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
 
     def write(self, data: Any) -> None:
         self.writes.append(bytes(data))
@@ -497,5 +539,82 @@ def test_a_direct_reply_waits_for_a_full_buffer_to_drain() -> None:
         assert cycle.reply(200, [(b"content-length", b"2")], b"{}") is False  # once only:
         with pytest.raises(RuntimeError):  # a second reply errs as a second start message would
             await exchange.respond(200, b"{}")
+
+    asyncio.run(scenario())
+
+
+def test_a_cycle_calls_its_watcher_once_on_a_disconnect_or_at_once_if_gone() -> None:
+    """The protocol's own connection_lost calls the watcher McpApp left, once; one left after
+    the client went is called at once; a forgotten one, or one after the reply's end, never."""
+    async def scenario() -> None:
+        heard: list[str] = []
+
+        def cycle_of(protocol: Any) -> _direct.DirectCycle:
+            cycle = _direct.DirectCycle(protocol, {}, b"", True)
+            protocol.cycle = cycle
+            return cycle
+
+        transport = Recorder()
+        protocol = _protocol(transport)
+        cycle = cycle_of(protocol)
+        protocol.flow.pause_reading()
+        cycle.on_disconnect(lambda: heard.append("first"))
+        assert transport.reading  # a close is seen only while reading
+        protocol.connection_lost(None)
+        cycle.message_event.set()
+        assert heard == ["first"] and cycle.disconnected
+        cycle.on_disconnect(lambda: heard.append("late"))  # already gone: at once
+        assert heard == ["first", "late"]
+
+        protocol = _protocol(Recorder())
+        quiet = cycle_of(protocol)
+        quiet.on_disconnect(lambda: heard.append("forgotten"))
+        quiet.on_disconnect(None)
+        protocol.connection_lost(None)
+        assert heard == ["first", "late"]
+        with pytest.raises(TypeError):
+            quiet.message_event = asyncio.Event()
+
+        protocol = _protocol(Recorder())
+        answered = cycle_of(protocol)
+        answered.on_disconnect(lambda: heard.append("answered"))
+        assert answered.reply(200, [(b"content-length", b"2")], b"{}")
+        protocol.connection_lost(None)
+        assert heard == ["first", "late"] and not answered.disconnected
+
+    asyncio.run(scenario())
+
+
+def test_a_watched_direct_request_leaves_no_timer_or_callback_behind(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request watched through its Direct: once answered, the cycle holds no callback (so
+    no Exchange) and the deadline's timer is cancelled."""
+    from mrtr.http._exchange import Exchange
+
+    monkeypatch.setattr(Exchange, "WATCH_AFTER", 0.0)
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        timers: list[asyncio.TimerHandle] = []
+        call_at = loop.call_at
+
+        def spied(when: float, callback: Any, *args: Any, **kw: Any) -> asyncio.TimerHandle:
+            handle = call_at(when, callback, *args, **kw)
+            if args == ("timeout",):
+                timers.append(handle)
+            return handle
+
+        monkeypatch.setattr(loop, "call_at", spied)
+        transport = Recorder()
+        protocol = _protocol(transport)
+        protocol.data_received(raw(call("nap", {"seconds": 0.05})))
+        cycle = protocol.cycle
+        for _ in range(100):
+            if cycle.response_complete:
+                break
+            await asyncio.sleep(0.01)
+        assert text(transport.writes[0].partition(b"\r\n\r\n")[2]) == "napped 0.05"
+        assert len(timers) == 1 and timers[0].cancelled()
+        assert cycle._event is not None and cycle._event.hear is None  # watched, then let go
 
     asyncio.run(scenario())

@@ -47,6 +47,11 @@ class Direct(Protocol):
         nothing, when it cannot without waiting (the transport's buffer is full): the
         caller then sends the two messages, which wait."""
 
+    def on_disconnect(self, callback: Callable[[], None] | None) -> None:
+        """Call `callback` once if the client goes before the reply's end (at once if it
+        has gone), from the server's own connection_lost: a watcher without a task or a
+        `receive`. None forgets the callback."""
+
 
 _JSON = (b"content-type", b"application/json")
 _SSE_HEADERS = [
@@ -61,14 +66,15 @@ class Exchange:
 
     The handler runs in the request's own task, so a quick request costs no extra task. A
     handler still running after WATCH_AFTER seconds, or one that starts streaming, gets a
-    watcher task that cancels it when the client disconnects or the deadline passes. While
-    streaming, a keep-alive task writes a comment every `keepalive` seconds.
+    watcher that cancels it when the client disconnects or the deadline passes: a timer and
+    the Direct's disconnect callback when the server offers a Direct, else a task waiting on
+    `receive`. While streaming, a keep-alive task writes a comment every `keepalive` seconds.
     """
 
     WATCH_AFTER = 0.05
 
     __slots__ = ("app", "deadline", "direct", "finished", "keeper", "reason", "receive", "send",
-                 "started", "streaming", "task", "watcher")
+                 "started", "streaming", "task", "timer", "watcher", "watching")
 
     def __init__(self, app: McpApp, receive: Receive, send: Send,
                  direct: Direct | None = None) -> None:
@@ -82,7 +88,9 @@ class Exchange:
         self.reason: str | None = None  # why the handler was interrupted: "gone", "timeout"
         self.deadline = 0.0  # loop time
         self.task: asyncio.Task[Any] | None = None
-        self.watcher: asyncio.Task[None] | None = None
+        self.watching = False
+        self.watcher: asyncio.Task[None] | None = None  # without a Direct
+        self.timer: asyncio.TimerHandle | None = None  # the deadline, with a Direct
         self.keeper: asyncio.Task[None] | None = None
 
     async def respond(
@@ -159,6 +167,10 @@ class Exchange:
         for task in (self.watcher, self.keeper):
             if task is not None:
                 task.cancel()
+        if self.timer is not None:
+            self.timer.cancel()
+            if self.direct is not None:
+                self.direct.on_disconnect(None)  # the server's cycle holds no Exchange
         if self.reason is not None and self.task is not None:
             self.task.uncancel()
 
@@ -176,8 +188,21 @@ class Exchange:
 
     def watch(self) -> None:
         """Start the watcher (disconnect and deadline), unless the request has finished."""
-        if self.watcher is None and not self.finished:
+        if self.watching or self.finished:
+            return
+        self.watching = True
+        direct = self.direct
+        if direct is None:
             self.watcher = asyncio.create_task(self._wait_for_disconnect())
+            return
+        # No task (its receive, timeout and cancellation: ≈ 80 k instructions a watched
+        # request): the deadline is a timer and the server calls back on a disconnect.
+        self.timer = self.app.watchlist().loop.call_at(self.deadline, self._interrupt,
+                                                       "timeout")
+        direct.on_disconnect(self._gone)
+
+    def _gone(self) -> None:
+        self._interrupt("gone")
 
     async def _wait_for_disconnect(self) -> None:
         try:

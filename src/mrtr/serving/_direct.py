@@ -19,7 +19,9 @@ cycle beneath it is cheaper. Everything else takes uvicorn's cycle unchanged.
 # request is taken only once its headers show a POST to the endpoint with no Expect and no
 # upgrade; its body is collected until on_message_complete, and a body still arriving when the
 # bytes at hand are parsed hands the request to uvicorn's cycle as if it had never been held
-# (`DirectHttpTools.data_received`).
+# (`DirectHttpTools.data_received`). McpApp's watcher of a slow request is a callback on the
+# cycle's event (`_Bell`), which connection_lost sets after marking the cycle disconnected: no
+# task waits in `receive` for it.
 from __future__ import annotations
 
 import asyncio
@@ -46,6 +48,24 @@ _CHUNKED_END = b"0\r\n\r\n"
 _CLOSE = b"connection: close\r\n"
 
 
+class _Bell(asyncio.Event):
+    """A cycle's message_event, with the watcher McpApp left (`on_disconnect`): the protocol
+    marks the cycle disconnected and then sets its event (connection_lost, the Deadlines'
+    close), so setting it calls the watcher, once; the reply's end forgets the watcher before
+    it sets the event."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hear: Callable[[], None] | None = None
+
+    def set(self) -> None:
+        super().set()
+        hear = self.hear
+        if hear is not None:
+            self.hear = None
+            hear()
+
+
 class DirectCycle(RequestResponseCycle):
     """One whole request: its body at hand, its reply written straight to the transport."""
 
@@ -70,17 +90,21 @@ class DirectCycle(RequestResponseCycle):
         self.chunked_encoding: bool | None = None
         self.expected_content_length = 0
         self.head: list[bytes] | None = None  # the reply's head, until its first body write
-        self._event: asyncio.Event | None = None
+        self._event: _Bell | None = None
 
     @property
     def message_event(self) -> asyncio.Event:
         """Set on a disconnect or the reply's end; made only when someone waits or sets it."""
         if self._event is None:
-            self._event = asyncio.Event()
+            self._event = _Bell()
         return self._event
 
     @message_event.setter
     def message_event(self, event: asyncio.Event) -> None:
+        # uvicorn hands its cycles their event in __init__ and never assigns it; one that is
+        # not a bell would not call McpApp's watcher.
+        if not isinstance(event, _Bell):
+            raise TypeError("a DirectCycle's message_event is its own")
         self._event = event
 
     # -- McpApp's Direct (http/_exchange.py): the body and a whole reply, without messages ----
@@ -98,6 +122,19 @@ class DirectCycle(RequestResponseCycle):
             self.transport.write(self._framed(body, False))
             self._complete()
         return True
+
+    def on_disconnect(self, callback: Callable[[], None] | None) -> None:
+        if callback is None:
+            if self._event is not None:
+                self._event.hear = None
+        elif self.disconnected:
+            callback()
+        else:
+            bell = self._event
+            if bell is None:
+                bell = self._event = _Bell()
+            bell.hear = callback
+            self.flow.resume_reading()  # as receive() does: a close is seen only reading
 
     # -- ASGI ------------------------------------------------------------------------------------
     async def receive(self) -> Any:
@@ -146,8 +183,10 @@ class DirectCycle(RequestResponseCycle):
         if self.expected_content_length != 0:
             raise RuntimeError("Response content shorter than Content-Length")
         self.response_complete = True
-        if self._event is not None:
-            self._event.set()
+        event = self._event
+        if event is not None:
+            event.hear = None  # the reply's end is no disconnect
+            event.set()
         if not self.keep_alive:
             self.transport.close()
         self.on_response()
