@@ -74,6 +74,19 @@ async def watchers(seconds: float) -> str:
                    for task in asyncio.all_tasks()))
 
 
+@app.tool()
+async def stream_then_wait(ctx: Context, marker: str) -> str:
+    """One progress notification (the stream starts and is watched), then wait until cancelled;
+    writes `marker` when cancelled."""
+    await ctx.report_progress(1, 2)
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        Path(marker).write_text("cancelled")
+        raise
+    return "never"
+
+
 class Served:
     """Counts the requests each kind of cycle ran (patched into the classes' run_asgi)."""
 
@@ -299,6 +312,23 @@ def test_a_stream_is_chunked_over_the_direct_path(server: LiveServer, served: Se
         sock.sendall(raw(call("echo", {"text": "next"})))  # still usable afterwards
         assert text(reader.reply()[2]) == "next"
     assert served.direct == 2
+
+
+def test_a_client_gone_mid_stream_cancels_the_handler(server: LiveServer, served: Served,
+                                                     tmp_path: Path) -> None:
+    # A stream is watched from its first event, whatever WATCH_AFTER is.
+    marker = tmp_path / "cancelled"
+    sock, reader = connect(server)
+    with sock:
+        sock.sendall(raw(call("stream_then_wait", {"marker": str(marker)},
+                              extra_meta={"progressToken": "p"})))
+        assert b"text/event-stream" in reader._until(b"\r\n\r\n")  # the head
+        assert b"notifications/progress" in reader._until(b"\n\n")  # the first event
+    deadline = time.monotonic() + 5
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert marker.read_text() == "cancelled"
+    assert served.direct == 1
 
 
 def test_a_body_still_arriving_takes_uvicorns_cycle(server: LiveServer, served: Served) -> None:
@@ -545,7 +575,7 @@ def test_a_direct_reply_waits_for_a_full_buffer_to_drain() -> None:
 
 def test_a_cycle_calls_its_watcher_once_on_a_disconnect_or_at_once_if_gone() -> None:
     """The protocol's own connection_lost calls the watcher McpApp left, once; one left after
-    the client went is called at once; a forgotten one, or one after the reply's end, never."""
+    the client went is called soon; a forgotten one, or one after the reply's end, never."""
     async def scenario() -> None:
         heard: list[str] = []
 
@@ -563,7 +593,9 @@ def test_a_cycle_calls_its_watcher_once_on_a_disconnect_or_at_once_if_gone() -> 
         protocol.connection_lost(None)
         cycle.message_event.set()
         assert heard == ["first"] and cycle.disconnected
-        cycle.on_disconnect(lambda: heard.append("late"))  # already gone: at once
+        cycle.on_disconnect(lambda: heard.append("late"))  # already gone: soon, from the loop
+        assert heard == ["first"]
+        await asyncio.sleep(0)
         assert heard == ["first", "late"]
 
         protocol = _protocol(Recorder())

@@ -48,9 +48,9 @@ class Direct(Protocol):
         caller then sends the two messages, which wait."""
 
     def on_disconnect(self, callback: Callable[[], None] | None) -> None:
-        """Call `callback` once if the client goes before the reply's end (at once if it
-        has gone), from the server's own connection_lost: a watcher without a task or a
-        `receive`. None forgets the callback."""
+        """Call `callback` once if the client goes before the reply's end, from the server's
+        own connection_lost (soon, from the loop, if it has gone): a watcher without a task
+        or a `receive`. None forgets the callback."""
 
 
 _JSON = (b"content-type", b"application/json")

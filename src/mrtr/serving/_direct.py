@@ -127,8 +127,8 @@ class DirectCycle(RequestResponseCycle):
         if callback is None:
             if self._event is not None:
                 self._event.hear = None
-        elif self.disconnected:
-            callback()
+        elif self.disconnected:  # soon, not now: this may be the handler's own task
+            asyncio.get_running_loop().call_soon(callback)
         else:
             bell = self._event
             if bell is None:
