@@ -1,11 +1,13 @@
 """What only PostgresStore does, on a real PostgreSQL: the durability check, migrations that
-replicas race to apply, notifications across clients, `mrtr store init` (#28)."""
+replicas race to apply, notifications across clients, `mrtr store init` (#28), a loop turn's
+put_if_absent calls in one statement (#31)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import asyncpg
 import pytest
@@ -196,3 +198,129 @@ def test_mrtr_serve_refuses_a_server_without_fsync_before_any_worker_starts(
             pass
     with run_store(f"{volatile_url}?schema=s&allow_volatile=1", workers=3) as url:
         assert url.endswith("allow_volatile=1")
+
+
+# -- a loop turn's put_if_absent calls in one statement (_put_batches.py) ---------------------
+
+def test_a_turn_of_puts_is_one_statement_and_every_row_is_stored(postgres_url: str) -> None:
+    async def body() -> tuple[list[ClaimStatus], int, list[Any]]:
+        store = PostgresStore(f"{postgres_url}?schema={schema()}")
+        statements = 0
+        run = store._run
+
+        async def counted(what: str, work: Any) -> Any:
+            nonlocal statements
+            statements += what == "put_if_absent"
+            return await run(what, work)
+
+        store._run = counted  # type: ignore[method-assign]
+        try:
+            await store.check()
+            claims = await asyncio.gather(*(store.put_if_absent(f"round:{i}", b"o%d" % i,
+                                                                expires=later())
+                                            for i in range(32)))
+            got = [await store.get(f"round:{i}") for i in range(32)]
+            return [c.status for c in claims], statements, got
+        finally:
+            await store.aclose()
+
+    statuses, statements, got = asyncio.run(body())
+    assert statuses == [ClaimStatus.NEW] * 32 and statements == 1
+    assert [(c.status, c.outcome) for c in got] == [(ClaimStatus.DONE, b"o%d" % i)
+                                                    for i in range(32)]
+
+
+def test_the_same_key_twice_in_a_turn_is_stored_once_and_the_second_gets_the_first(
+        postgres_url: str) -> None:
+    async def body() -> list[tuple[ClaimStatus, bytes | None]]:
+        store = PostgresStore(f"{postgres_url}?schema={schema()}")
+        try:
+            claims = await asyncio.gather(store.put_if_absent("round:x", b"first", expires=later()),
+                                          store.put_if_absent("round:x", b"second",
+                                                              expires=later()))
+            return [(c.status, c.outcome) for c in claims]
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(body()) == [(ClaimStatus.NEW, None), (ClaimStatus.DONE, b"first")]
+
+
+def test_two_replicas_putting_shared_keys_in_opposite_orders_never_deadlock(
+        postgres_url: str) -> None:
+    """Without the key order the two statements wait for each other's rows (PostgreSQL aborts
+    one after deadlock_timeout, and its callers get StoreUnavailable)."""
+    name = schema()
+
+    async def body() -> list[int]:
+        one = PostgresStore(f"{postgres_url}?schema={name}", timeout=10)
+        two = PostgresStore(f"{postgres_url}?schema={name}", timeout=10)
+        new_per_key: list[int] = []
+        try:
+            await one.check()
+            await two.check()
+            for attempt in range(4):
+                keys = [f"round:{attempt}:{i:03d}" for i in range(200)]
+                claims = await asyncio.gather(
+                    *(one.put_if_absent(k, b"one", expires=later()) for k in keys),
+                    *(two.put_if_absent(k, b"two", expires=later()) for k in reversed(keys)))
+                for k in keys:
+                    mine = [c for c, key in zip(claims, keys + keys[::-1], strict=True)
+                            if key == k]
+                    new_per_key.append(sum(c.status is ClaimStatus.NEW for c in mine))
+        finally:
+            await one.aclose()
+            await two.aclose()
+        return new_per_key
+
+    assert asyncio.run(body()) == [1] * 800
+
+
+def test_a_batch_that_cannot_commit_in_time_writes_none_of_its_rows(postgres_url: str) -> None:
+    """A row held by another transaction stalls the statement past the store's timeout: every
+    caller of that batch gets StoreUnavailable, and the other rows are not written either."""
+    name = schema()
+
+    async def body() -> tuple[list[BaseException | object], list[object]]:
+        store = PostgresStore(f"{postgres_url}?schema={name}", timeout=0.5)
+        blocker = await asyncpg.connect(postgres_url)
+        try:
+            await store.check()
+            await blocker.execute(f"SET search_path = {name}")
+            await blocker.execute("BEGIN")
+            await blocker.execute("INSERT INTO mrtr_entries VALUES ($1, $2, 0.0, $3)",
+                                  b"round:held", b"x", later())
+            started = time.monotonic()
+            results = await asyncio.gather(
+                *(store.put_if_absent(k, b"o", expires=later())
+                  for k in ("round:a", "round:held", "round:z")), return_exceptions=True)
+            assert time.monotonic() - started < 3
+            await blocker.execute("ROLLBACK")
+            stored = [await store.get(k) for k in ("round:a", "round:held", "round:z")]
+            return results, stored
+        finally:
+            await blocker.close()
+            await store.aclose()
+
+    results, stored = asyncio.run(body())
+    assert all(isinstance(r, StoreUnavailable) for r in results)
+    assert stored == [None, None, None]
+
+
+def test_closing_the_store_writes_the_batch_in_flight(postgres_url: str) -> None:
+    name = schema()
+
+    async def body() -> tuple[ClaimStatus, Any]:
+        store = PostgresStore(f"{postgres_url}?schema={name}")
+        await store.check()
+        putting = asyncio.ensure_future(store.put_if_absent("round:last", b"o", expires=later()))
+        await asyncio.sleep(0)
+        await store.aclose()
+        claim = await putting
+        again = PostgresStore(f"{postgres_url}?schema={name}")
+        try:
+            return claim.status, await again.get("round:last")
+        finally:
+            await again.aclose()
+
+    status, stored = asyncio.run(body())
+    assert status is ClaimStatus.NEW and stored.status is ClaimStatus.DONE

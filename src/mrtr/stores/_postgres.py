@@ -1,7 +1,8 @@
 """PostgresStore: replicas on several machines share one PostgreSQL (asyncpg, `mrtr[postgres]`)."""
 
 # Design: asyncpg with a pool (chosen by measurement over psycopg 3, docs/deploy.md). Each Store
-# call is one statement, so one round trip and one transaction: it commits, or it did nothing.
+# call is one statement, so one round trip and one transaction: it commits, or it did nothing;
+# the put_if_absent calls of one loop turn share theirs (_put_batches.py).
 # The calls that must read after a conflict are plpgsql functions (_pg_schema.py). The schema
 # is created on first use (versioned migrations under an advisory lock) or ahead of time by
 # `mrtr store init URL`; `?schema=NAME` in the URL keeps the tables in their own schema.
@@ -28,6 +29,7 @@ from typing import Any, TypeVar
 
 from mrtr.stores import _postgres_sql as sql
 from mrtr.stores._local import Channels
+from mrtr.stores._put_batches import Found, PutBatches
 from mrtr.stores._redis import OPT_IN, split_opt_in
 from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus, StoreUnavailable
 
@@ -89,6 +91,7 @@ class PostgresStore:
         self._waiting: dict[str, set[asyncio.Event]] = {}  # md5 of a key -> its collect() calls
         self._channels = Channels()  # wait() calls, woken by "c:" notifications
         self._background: set[asyncio.Task[None]] = set()
+        self._puts = PutBatches(self._put_rows, "postgresql put_if_absent")  # a turn's, together
         self._closed = False  # aclose() ran: wait() opens no listener again
         self.durability = ""  # what check() found, e.g. "fsync on, synchronous_commit on"
         self.found_version = -1  # the schema version found at connect (0: none, created then)
@@ -179,10 +182,14 @@ class PostgresStore:
             sql.COMPLETE, _b(key), bytes(outcome), float(expires)))
 
     async def put_if_absent(self, key: str, outcome: bytes, *, expires: float) -> Claim:
-        k, value = _b(key), bytes(outcome)
-        found = await self._run("put_if_absent", lambda db, now: db.fetchval(
-            "SELECT mrtr_put_if_absent($1, $2, $3, $4)", k, value, float(expires), now))
+        found = await self._puts.put(_b(key), bytes(outcome), float(expires))
         return NEW if found is None else _decode(found)
+
+    async def _put_rows(self, keys: list[bytes], values: list[bytes],
+                        expires: list[float]) -> list[Found]:
+        rows = await self._run("put_if_absent", lambda db, now: db.fetch(
+            sql.PUT_IF_ABSENT_ROWS, keys, values, expires, now))
+        return [row[0] for row in rows]
 
     async def renew(self, key: str, *, lease: float, index: str | None = None) -> bool:
         k = _b(key)
@@ -324,6 +331,7 @@ class PostgresStore:
 
     async def aclose(self) -> None:
         self._closed = True
+        await self._puts.drain(self._timeout)  # outcomes being written: written, not dropped
         for task in list(self._background):
             task.cancel()
         for held in (self._listener, self._pool):  # a connection, a pool: the same calls

@@ -173,6 +173,10 @@ BEGIN
 END $$;
 """
 
+# A loop turn's put_if_absent calls (_put_batches.py): arrays of keys (sorted), outcomes and
+# deadlines, each row's mrtr_put_if_absent answered in the order given.
+PUT_IF_ABSENT_ROWS = ("SELECT mrtr_put_if_absent(t.k, t.v, t.e, $4) FROM unnest($1::bytea[],"
+                      " $2::bytea[], $3::float8[]) WITH ORDINALITY AS t(k, v, e, i) ORDER BY t.i")
 GET = "SELECT outcome, lease_until, expires FROM mrtr_entries WHERE key = $1"
 COMPLETE = ("INSERT INTO mrtr_entries VALUES ($1, $2, 0.0, $3) ON CONFLICT (key) DO UPDATE"
             " SET outcome = EXCLUDED.outcome, lease_until = 0.0, expires = EXCLUDED.expires")

@@ -1,0 +1,94 @@
+"""A loop turn's put_if_absent calls written together (#31): what each caller gets is what its
+call alone would get. On a fake writer; on real servers in test_postgres.py and test_redis.py."""
+
+from __future__ import annotations
+
+import asyncio
+
+from mrtr.stores import StoreUnavailable
+from mrtr.stores._put_batches import Found, PutBatches
+
+
+class Writer:
+    """A fake statement: answers each row with its value reversed, or fails when told."""
+
+    def __init__(self, fail: str | None = None) -> None:
+        self.calls: list[list[bytes]] = []
+        self.fail = fail
+
+    async def __call__(self, keys: list[bytes], values: list[bytes],
+                       expires: list[float]) -> list[Found]:
+        self.calls.append(list(keys))
+        await asyncio.sleep(0)
+        if self.fail is not None:
+            raise StoreUnavailable(self.fail)
+        return [value[::-1] for value in values]
+
+
+def test_each_caller_gets_its_own_rows_answer_and_a_turn_is_one_write_in_key_order() -> None:
+    writer = Writer()
+    batches = PutBatches(writer, "test put_if_absent")
+
+    async def body() -> list[Found]:
+        keys = [f"k{i:03d}".encode() for i in (5, 1, 9, 3, 7)]
+        return await asyncio.gather(*(batches.put(k, b"v" + k, 1.0) for k in keys))
+
+    assert asyncio.run(body()) == [b"500kv", b"100kv", b"900kv", b"300kv", b"700kv"]
+    assert writer.calls == [[b"k001", b"k003", b"k005", b"k007", b"k009"]]
+
+
+def test_a_large_turn_is_split_into_statements_of_at_most_max_rows() -> None:
+    writer = Writer()
+    batches = PutBatches(writer, "test put_if_absent")
+    count = 2 * PutBatches.MAX_ROWS + 3
+
+    async def body() -> list[Found]:
+        return await asyncio.gather(*(batches.put(b"%05d" % i, b"%d" % i, 1.0)
+                                      for i in range(count)))
+
+    found = asyncio.run(body())
+    assert found == [(b"%d" % i)[::-1] for i in range(count)]
+    assert [len(call) for call in writer.calls] == [PutBatches.MAX_ROWS, PutBatches.MAX_ROWS, 3]
+
+
+def test_a_failed_write_fails_every_caller_of_its_batch_with_the_reason() -> None:
+    batches = PutBatches(Writer(fail="test put_if_absent: no answer in 5s"), "test put_if_absent")
+
+    async def body() -> list[BaseException | Found]:
+        return await asyncio.gather(*(batches.put(b"k%d" % i, b"v", 1.0) for i in range(3)),
+                                    return_exceptions=True)
+
+    errors = asyncio.run(body())
+    assert all(isinstance(e, StoreUnavailable) and "no answer" in e.reason for e in errors)
+    assert len({id(e) for e in errors}) == 3  # one exception each: no shared traceback
+
+
+def test_a_caller_cancelled_before_its_turn_ends_is_left_out_of_the_batch() -> None:
+    writer = Writer()
+    batches = PutBatches(writer, "test put_if_absent")
+
+    async def body() -> Found:
+        gone = asyncio.ensure_future(batches.put(b"gone", b"v", 1.0))
+        kept = asyncio.ensure_future(batches.put(b"kept", b"v", 1.0))
+        await asyncio.sleep(0)  # both wait for the batch, not yet flushed
+        gone.cancel()
+        return await kept
+
+    assert asyncio.run(body()) == b"v"
+    assert writer.calls == [[b"kept"]]
+
+
+def test_calls_left_by_a_loop_that_stopped_do_not_strand_the_next_loops_calls() -> None:
+    writer = Writer()
+    batches = PutBatches(writer, "test put_if_absent")
+    first = asyncio.new_event_loop()
+    first.create_task(batches.put(b"old", b"v", 1.0))
+    first.call_soon(first.stop)
+    first.run_forever()  # the put ran and waits; the loop stopped before its turn's flush
+    first.close()
+
+    async def body() -> Found:
+        return await asyncio.wait_for(batches.put(b"new", b"w", 1.0), 5)
+
+    assert asyncio.run(body()) == b"w"
+    assert writer.calls == [[b"new"]]
