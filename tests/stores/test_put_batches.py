@@ -63,6 +63,22 @@ def test_a_failed_write_fails_every_caller_of_its_batch_with_the_reason() -> Non
     assert len({id(e) for e in errors}) == 3  # one exception each: no shared traceback
 
 
+def test_a_row_that_failed_alone_fails_its_own_caller_only() -> None:
+    async def write(keys: list[bytes], values: list[bytes],
+                    expires: list[float]) -> list[Found | StoreUnavailable]:
+        return [StoreUnavailable("test put_if_absent: WRONGTYPE") if k == b"bad" else None
+                for k in keys]
+
+    batches = PutBatches(write, "test put_if_absent")
+
+    async def body() -> list[BaseException | Found]:
+        return await asyncio.gather(batches.put(b"ok", b"v", 1.0), batches.put(b"bad", b"v", 1.0),
+                                    return_exceptions=True)
+
+    ok, bad = asyncio.run(body())
+    assert ok is None and isinstance(bad, StoreUnavailable) and "WRONGTYPE" in bad.reason
+
+
 def test_a_caller_cancelled_before_its_turn_ends_is_left_out_of_the_batch() -> None:
     writer = Writer()
     batches = PutBatches(writer, "test put_if_absent")

@@ -31,7 +31,7 @@ from mrtr.stores import _postgres_sql as sql
 from mrtr.stores._local import Channels
 from mrtr.stores._put_batches import Found, PutBatches
 from mrtr.stores._redis import OPT_IN, split_opt_in
-from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus, StoreUnavailable
+from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus, StoreUnavailable, found_claim
 
 __all__ = ["PostgresStore", "SCHEMES"]
 
@@ -175,7 +175,7 @@ class PostgresStore:
         found = await self._run("claim", lambda db, now: db.fetchval(
             "SELECT mrtr_claim($1, $2, $3, $4, $5, $6)", k, float(lease), float(expires), now,
             ix, holder))
-        return NEW if found is None else _decode(found)
+        return NEW if found is None else found_claim(found)
 
     async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
         await self._run("complete", lambda db, now: db.execute(
@@ -183,7 +183,7 @@ class PostgresStore:
 
     async def put_if_absent(self, key: str, outcome: bytes, *, expires: float) -> Claim:
         found = await self._puts.put(_b(key), bytes(outcome), float(expires))
-        return NEW if found is None else _decode(found)
+        return NEW if found is None else found_claim(found)
 
     async def _put_rows(self, keys: list[bytes], values: list[bytes],
                         expires: list[float]) -> list[Found]:
@@ -390,9 +390,3 @@ def _b(text: str) -> bytes:
 
 def _digest(key: str) -> str:
     return hashlib.md5(_b(key), usedforsecurity=False).hexdigest()
-
-
-def _decode(value: bytes) -> Claim:
-    if value[:1] == b"d":
-        return Claim(ClaimStatus.DONE, bytes(value[1:]))
-    return RUNNING

@@ -11,13 +11,14 @@
 #   replica's) wait for each other's rows in the same order and cannot deadlock.
 # - The same key twice in one batch: the second row meets the first's, as a second call would.
 # - A failed write fails every caller of its batch with StoreUnavailable; each retries, as after
-#   a failed call of its own (PostgreSQL writes all rows of a batch or none).
+#   a failed call of its own (PostgreSQL writes all rows of a batch or none). A row that fails
+#   alone (Redis: an error for that command) fails its own caller only.
 # - A caller cancelled before its batch is sent is left out; one cancelled later is written.
 # At most MAX_ROWS rows go in one write; a larger turn is split into several.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from mrtr.stores._local import RunningLoop
 from mrtr.stores._store import StoreUnavailable
@@ -25,7 +26,8 @@ from mrtr.stores._store import StoreUnavailable
 __all__ = ["PutBatches"]
 
 Found = bytes | None  # a row's answer: None when it was written, else the store's encoded entry
-Write = Callable[[list[bytes], list[bytes], list[float]], Awaitable[list[Found]]]
+Write = Callable[[list[bytes], list[bytes], list[float]],
+                 Awaitable[Sequence[Found | StoreUnavailable]]]
 _Job = tuple[bytes, bytes, float, "asyncio.Future[Found]"]
 
 
@@ -33,7 +35,8 @@ class PutBatches:
     """put_if_absent rows gathered per loop turn and handed to `write` together.
 
     `write(keys, values, expires)` writes the rows and answers each row's result in the
-    order given, or raises StoreUnavailable; `what` names the store in the reasons it gives.
+    order given (a StoreUnavailable for a row that failed alone), or raises StoreUnavailable
+    for them all; `what` names the store in the reasons it gives.
     """
 
     MAX_ROWS = 256
@@ -88,7 +91,11 @@ class PutBatches:
             _fail(jobs, f"{self._what}: the store closed while writing")
             raise
         for (_, _, _, future), value in zip(jobs, found, strict=True):
-            if not future.done():
+            if future.done():
+                continue
+            if isinstance(value, StoreUnavailable):
+                future.set_exception(value)
+            else:
                 future.set_result(value)
 
     async def drain(self, timeout: float) -> None:

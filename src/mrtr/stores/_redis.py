@@ -31,14 +31,16 @@ from typing import Any, TypeVar
 
 from mrtr.stores import _redis_lua as lua
 from mrtr.stores._local import Channels
-from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus, Store, StoreUnavailable
+from mrtr.stores._put_batches import Found, PutBatches
+from mrtr.stores._store import NEW, Claim, StoreUnavailable, found_claim
 
-__all__ = ["RedisStore", "ready"]
+__all__ = ["RedisStore"]
 
 log = logging.getLogger("mrtr.serve")
 _LINGER = 30.0  # seconds a channel nobody waits on stays subscribed (a waiter soon comes back)
 
 T = TypeVar("T")
+Row = tuple[bytes, bytes, int]  # a put's key, value and time to live (ms)
 OPT_IN = "allow_volatile"  # the URL parameter: accept a Redis that may lose records
 _YES = ("1", "true", "yes", "on")
 _NO = ("0", "false", "no", "off")
@@ -61,6 +63,7 @@ class RedisStore:
     ) -> None:
         try:
             import redis.asyncio as redis
+            from redis.exceptions import NoScriptError
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise ImportError("RedisStore needs redis-py: pip install 'mrtr[redis]'") from exc
         plain, volatile = split_opt_in(url)
@@ -77,6 +80,8 @@ class RedisStore:
         self._renew = self._redis.register_script(lua.RENEW)
         self._add_once = self._redis.register_script(lua.ADD_ONCE)
         self._put_new = self._redis.register_script(lua.PUT_NEW)
+        self._puts = PutBatches(self._put_rows, "redis put_if_absent")  # a turn's, in a pipeline
+        self._no_script: type[BaseException] = NoScriptError
         self._admit = self._redis.register_script(lua.ADMIT)
         self._dismiss = self._redis.register_script(lua.DISMISS)
         self._admitted = self._redis.register_script(lua.ADMITTED)
@@ -182,7 +187,7 @@ class RedisStore:
             args: list[str | int] = [ms, repr(self._clock() + lease), repr(expires), key, holder]
             found = await self._call("claim", self._claim_tracked(
                 keys=[self._prefix + key, *self._index_keys(index)], args=args))
-        return NEW if found is None else _decode(found)
+        return NEW if found is None else found_claim(found)
 
     async def complete(self, key: str, outcome: bytes, *, expires: float) -> None:
         value = b"d" + outcome
@@ -190,9 +195,36 @@ class RedisStore:
                                                      px=self._ms(expires)))
 
     async def put_if_absent(self, key: str, outcome: bytes, *, expires: float) -> Claim:
-        found = await self._call("put_if_absent", self._put_new(
-            keys=[self._prefix + key], args=[b"d" + outcome, self._ms(expires)]))
-        return NEW if found is None else _decode(found)
+        found = await self._puts.put(key.encode(), outcome, expires)
+        return NEW if found is None else found_claim(found)
+
+    async def _put_rows(self, keys: list[bytes], values: list[bytes],
+                        expires: list[float]) -> list[Found | StoreUnavailable]:
+        prefix = self._prefix.encode()
+        rows = [(prefix + k, b"d" + v, self._ms(e))
+                for k, v, e in zip(keys, values, expires, strict=True)]
+        if len(rows) == 1:  # alone in its turn: the script's own call, cheaper than a pipeline
+            return [await self._call("put_if_absent", self._put_new(keys=rows[0][:1],
+                                                                    args=rows[0][1:]))]
+        return await self._call("put_if_absent", self._put_pipeline(rows))
+
+    async def _put_pipeline(self, rows: list[Row]) -> list[Found | StoreUnavailable]:
+        """The put script per row, one pipeline; rows Redis had no script for, once loaded."""
+        found = await self._evalsha(rows)
+        missing = [i for i, answer in enumerate(found) if isinstance(answer, self._no_script)]
+        if missing:
+            await self._redis.script_load(lua.PUT_NEW)
+            again = await self._evalsha([rows[i] for i in missing])
+            for i, answer in zip(missing, again, strict=True):
+                found[i] = answer
+        return [StoreUnavailable(f"redis put_if_absent: {str(answer) or repr(answer)}")
+                if isinstance(answer, BaseException) else answer for answer in found]
+
+    async def _evalsha(self, rows: list[Row]) -> list[Any]:
+        pipe = self._redis.pipeline(transaction=False)
+        for key, value, ms in rows:
+            pipe.evalsha(self._put_new.sha, 1, key, value, ms)
+        return list(await pipe.execute(raise_on_error=False))
 
     async def renew(self, key: str, *, lease: float, index: str | None = None) -> bool:
         ms = max(1, int(lease * 1000))
@@ -269,7 +301,7 @@ class RedisStore:
 
     async def get(self, key: str) -> Claim | None:
         found = await self._call("get", self._redis.get(self._prefix + key))
-        return None if found is None else _decode(found)
+        return None if found is None else found_claim(found)
 
     async def add(self, key: str, amount: int, *, expires: float) -> int:
         async def run() -> int:
@@ -328,6 +360,7 @@ class RedisStore:
 
     async def aclose(self) -> None:
         self._closed = True
+        await self._puts.drain(self._timeout)  # outcomes being written: written, not dropped
         if self._listener is not None:
             self._listener.cancel()
             with contextlib.suppress(BaseException):
@@ -363,35 +396,3 @@ def _texts(found: Mapping[Any, Any]) -> dict[str, str]:
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
-
-def _decode(value: bytes) -> Claim:
-    if value[:1] == b"d":
-        return Claim(ClaimStatus.DONE, bytes(value[1:]))
-    return RUNNING
-
-
-async def ready(store: Store | None) -> None:
-    """Check at start-up what a store checks before its first command (a Redis's persistence,
-    a PostgreSQL's fsync).
-
-    Raises ValueError (the reason names the setting) for a store that refuses to serve. One
-    that does not answer yet is only warned about: it is checked again on first use.
-    """
-    from mrtr.stores._postgres import PostgresStore  # here: _postgres imports this module
-
-    if not isinstance(store, RedisStore | PostgresStore):
-        return
-    kind = "redis" if isinstance(store, RedisStore) else "postgresql"
-    try:
-        described = await store.check()
-    except StoreUnavailable as exc:
-        log.warning("cannot check the %s store now (%s): it is checked again before its "
-                    "first command", kind, exc.reason)
-        return
-    log.info("%s store: %s", kind, described)
-    if store.allow_volatile and kind == "redis":
-        log.warning("redis store accepted without durable persistence (allow_volatile=1): "
-                    "a Redis restart forgets which rounds ran, and they run again")
-    elif store.allow_volatile:
-        log.warning("postgresql store accepted without durable commits (allow_volatile=1): "
-                    "a crash of its machine can forget which rounds ran, and they run again")

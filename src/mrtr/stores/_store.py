@@ -31,7 +31,7 @@ from typing import Protocol
 
 from mrtr.errors import StoreUnavailable
 
-__all__ = ["Claim", "ClaimStatus", "Store", "StoreUnavailable"]
+__all__ = ["Claim", "ClaimStatus", "Store", "StoreUnavailable", "found_claim"]
 
 
 class ClaimStatus(enum.Enum):
@@ -62,6 +62,14 @@ class Claim:
 
 NEW = Claim(ClaimStatus.NEW)
 RUNNING = Claim(ClaimStatus.RUNNING)
+
+
+def found_claim(value: bytes) -> Claim:
+    """What an entry a networked store keeps as b"d" + outcome (done) or b"r" + its holder
+    (running) says (Redis, PostgreSQL)."""
+    if value[:1] == b"d":
+        return Claim(ClaimStatus.DONE, bytes(value[1:]))
+    return RUNNING
 
 
 class Store(Protocol):
