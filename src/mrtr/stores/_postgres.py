@@ -91,7 +91,8 @@ class PostgresStore:
         self._waiting: dict[str, set[asyncio.Event]] = {}  # md5 of a key -> its collect() calls
         self._channels = Channels()  # wait() calls, woken by "c:" notifications
         self._background: set[asyncio.Task[None]] = set()
-        self._puts = PutBatches(self._put_rows, "postgresql put_if_absent")  # a turn's, together
+        # a turn's put_if_absent calls together, a lone one as a plain call
+        self._puts = PutBatches(self._put_rows, self._put_one, "postgresql put_if_absent")
         self._closed = False  # aclose() ran: wait() opens no listener again
         self.durability = ""  # what check() found, e.g. "fsync on, synchronous_commit on"
         self.found_version = -1  # the schema version found at connect (0: none, created then)
@@ -190,6 +191,10 @@ class PostgresStore:
         rows = await self._run("put_if_absent", lambda db, now: db.fetch(
             sql.PUT_IF_ABSENT_ROWS, keys, values, expires, now))
         return [row[0] for row in rows]
+
+    async def _put_one(self, key: bytes, value: bytes, expires: float) -> Found:
+        return await self._run("put_if_absent", lambda db, now: db.fetchval(
+            "SELECT mrtr_put_if_absent($1, $2, $3, $4)", key, value, expires, now))
 
     async def renew(self, key: str, *, lease: float, index: str | None = None) -> bool:
         k = _b(key)

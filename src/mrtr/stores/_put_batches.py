@@ -28,7 +28,15 @@ __all__ = ["PutBatches"]
 Found = bytes | None  # a row's answer: None when it was written, else the store's encoded entry
 Write = Callable[[list[bytes], list[bytes], list[float]],
                  Awaitable[Sequence[Found | StoreUnavailable]]]
-_Job = tuple[bytes, bytes, float, "asyncio.Future[Found]"]
+WriteOne = Callable[[bytes, bytes, float], Awaitable[Found]]
+
+
+class _Alone:
+    """A lone caller's answer from the flush: write your row yourself (`write_one`)."""
+
+
+_ALONE = _Alone()
+_Job = tuple[bytes, bytes, float, "asyncio.Future[Found | _Alone]"]
 
 
 class PutBatches:
@@ -36,15 +44,19 @@ class PutBatches:
 
     `write(keys, values, expires)` writes the rows and answers each row's result in the
     order given (a StoreUnavailable for a row that failed alone), or raises StoreUnavailable
-    for them all; `what` names the store in the reasons it gives.
+    for them all. A call alone in its turn is written by `write_one(key, value, expires)`
+    in its own task, as the store's plain call (no batch, no task: ≈ 10 µs less). `what`
+    names the store in the reasons it gives.
     """
 
     MAX_ROWS = 256
 
-    __slots__ = ("_write", "_what", "_pending", "_pending_loop", "_loop", "_writing")
+    __slots__ = ("_write", "_write_one", "_what", "_pending", "_pending_loop", "_loop",
+                 "_writing")
 
-    def __init__(self, write: Write, what: str) -> None:
+    def __init__(self, write: Write, write_one: WriteOne, what: str) -> None:
         self._write = write
+        self._write_one = write_one
         self._what = what  # e.g. "postgresql put_if_absent"
         self._pending: list[_Job] | None = None  # this turn's rows, flushed at its end
         self._pending_loop: asyncio.AbstractEventLoop | None = None
@@ -61,15 +73,21 @@ class PutBatches:
             jobs = self._pending = []
             self._pending_loop = loop
             loop.call_soon(self._flush, jobs)
-        future: asyncio.Future[Found] = loop.create_future()
+        future: asyncio.Future[Found | _Alone] = loop.create_future()
         jobs.append((key, value, expires, future))
-        return await future
+        found = await future
+        if isinstance(found, _Alone):  # nobody else wrote in this turn
+            return await self._write_one(key, value, expires)
+        return found
 
-    def _flush(self, turn: list[_Job]) -> None:
+    def _flush(self, turn: list[_Job], *, alone: bool = True) -> None:
         if self._pending is turn:
             self._pending = None
         jobs = [job for job in turn if not job[3].done()]  # done: its caller left
         turn.clear()  # flushed once, whoever flushes it first (drain or the loop)
+        if alone and len(jobs) == 1:
+            jobs[0][3].set_result(_ALONE)
+            return
         loop = self._loop.get()
         for start in range(0, len(jobs), self.MAX_ROWS):
             task = loop.create_task(self._send(jobs[start:start + self.MAX_ROWS]))
@@ -101,7 +119,7 @@ class PutBatches:
     async def drain(self, timeout: float) -> None:
         """Wait up to `timeout` s for the batches being written, then cancel what is left."""
         if self._pending is not None and self._pending_loop is self._loop.get():
-            self._flush(self._pending)
+            self._flush(self._pending, alone=False)  # written by a task drain waits for
         writing = set(self._writing)
         if writing:
             _, left = await asyncio.wait(writing, timeout=timeout)

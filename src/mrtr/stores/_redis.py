@@ -80,7 +80,8 @@ class RedisStore:
         self._renew = self._redis.register_script(lua.RENEW)
         self._add_once = self._redis.register_script(lua.ADD_ONCE)
         self._put_new = self._redis.register_script(lua.PUT_NEW)
-        self._puts = PutBatches(self._put_rows, "redis put_if_absent")  # a turn's, in a pipeline
+        # a turn's put_if_absent calls together, a lone one as a plain call
+        self._puts = PutBatches(self._put_rows, self._put_one, "redis put_if_absent")
         self._no_script: type[BaseException] = NoScriptError
         self._admit = self._redis.register_script(lua.ADMIT)
         self._dismiss = self._redis.register_script(lua.DISMISS)
@@ -203,10 +204,11 @@ class RedisStore:
         prefix = self._prefix.encode()
         rows = [(prefix + k, b"d" + v, self._ms(e))
                 for k, v, e in zip(keys, values, expires, strict=True)]
-        if len(rows) == 1:  # alone in its turn: the script's own call, cheaper than a pipeline
-            return [await self._call("put_if_absent", self._put_new(keys=rows[0][:1],
-                                                                    args=rows[0][1:]))]
         return await self._call("put_if_absent", self._put_pipeline(rows))
+
+    async def _put_one(self, key: bytes, value: bytes, expires: float) -> Found:
+        return await self._call("put_if_absent", self._put_new(
+            keys=[self._prefix.encode() + key], args=[b"d" + value, self._ms(expires)]))
 
     async def _put_pipeline(self, rows: list[Row]) -> list[Found | StoreUnavailable]:
         """The put script per row, one pipeline; rows Redis had no script for, once loaded."""
