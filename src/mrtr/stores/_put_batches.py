@@ -14,7 +14,9 @@
 #   a failed call of its own (PostgreSQL writes all rows of a batch or none). A row that fails
 #   alone (Redis: an error for that command) fails its own caller only.
 # - A caller cancelled before its batch is sent is left out; one cancelled later is written.
-# At most MAX_ROWS rows go in one write; a larger turn is split into several.
+# At most MAX_ROWS rows go in one write; a larger turn is split into several. A batch is
+# written by a task of its own (no caller's cancellation may stop the others' write); a call
+# alone in its turn is written by its caller with `write_one`, the store's plain call.
 from __future__ import annotations
 
 import asyncio
