@@ -46,9 +46,9 @@ class PutBatches:
 
     `write(keys, values, expires)` writes the rows and answers each row's result in the
     order given (a StoreUnavailable for a row that failed alone), or raises StoreUnavailable
-    for them all. A call alone in its turn is written by `write_one(key, value, expires)`
-    in its own task, as the store's plain call (no batch, no task: ≈ 10 µs less). `what`
-    names the store in the reasons it gives.
+    for them all. A call alone in its turn is written by its caller with `write_one(key,
+    value, expires)`, the store's plain call (no batch task: ≈ 5 µs of CPU instead of 10.5).
+    `what` names the store in the reasons it gives.
     """
 
     MAX_ROWS = 256
