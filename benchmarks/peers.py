@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -95,6 +96,22 @@ def ts_sdk_command(shared: Path, venv: Path) -> str:
             "--host 127.0.0.1 --port {port}")
 
 
+def described_node(desc: str, command: str) -> str:
+    """`desc` naming the Node that `command` (a node binary first) runs: the shared targets
+    file says which Node it was written for, not which one runs here. Unchanged when that
+    node does not answer `--version`."""
+    try:
+        version = subprocess.run([command.split()[0], "--version"], capture_output=True,
+                                 text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return desc
+    major = version.lstrip("v").split(".")[0]
+    if not major.isdigit():
+        return desc
+    named, count = re.subn(r"\bNode \d+", f"Node {major}", desc)
+    return named if count else f"{desc}, Node {major}"
+
+
 def fastmcp_bin(shared: Path, venv: Path, python: str) -> Path:
     """The bin folder of FastMCP's own virtualenv, made from the harness's requirements."""
     requirements = shared / "requirements-fastmcp.txt"
@@ -123,7 +140,9 @@ def setup_peers(
                if n in copied and n not in shared_targets}
     try:
         if "ts-sdk" in names and "ts-sdk" in shared_targets:
-            peers["ts-sdk"] = {"cmd": ts_sdk_command(shared, bench_venv)}
+            command = ts_sdk_command(shared, bench_venv)
+            peers["ts-sdk"] = {"cmd": command, "desc": described_node(
+                shared_targets["ts-sdk"].get("desc", "TypeScript SDK"), command)}
     except Skip as exc:
         skipped["ts-sdk"] = str(exc)
     try:

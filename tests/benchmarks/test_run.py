@@ -212,6 +212,20 @@ def test_31_the_ts_sdk_runs_from_links_to_the_shared_lock_file_and_its_own_node_
     peers.ts_sdk_command(tmp_path / "shared", venv)
     assert len(ran) == 1  # the lock file did not change: no second install
 
+def test_31_the_ts_sdk_description_names_the_node_that_runs_it(tmp_path: Path) -> None:
+    """The shared targets file says "Node 20"; the bench runs the Node 22 it installs."""
+    from benchmarks import peers
+
+    node = tmp_path / "node"
+    node.write_text("#!/bin/sh\necho v22.11.0\n")
+    node.chmod(0o755)
+    command = f"{node} --preserve-symlinks server.mjs --port {{port}}"
+    assert peers.described_node("McpServer on node:http, Node 20, 1 process", command) == (
+        "McpServer on node:http, Node 22, 1 process")
+    assert peers.described_node("McpServer", command) == "McpServer, Node 22"
+    assert peers.described_node("Node 20", f"{tmp_path / 'absent'} x") == "Node 20"
+
+
 @pytest.mark.skipif(postgres_bin() is None, reason="PostgreSQL is not installed")
 def test_28_the_postgres_target_gets_a_server_of_its_own_stopped_by_its_pid(
         tmp_path: Path) -> None:
