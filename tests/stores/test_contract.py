@@ -580,6 +580,22 @@ def test_concurrent_put_if_absent_from_separate_clients_has_one_winner(
     assert stored is not None and stored.status is ClaimStatus.DONE
 
 
+def test_31_puts_of_one_loop_turn_each_get_their_own_answer(make_store: Factory) -> None:
+    """A turn's puts, written together by the networked stores (#31): each caller gets what its
+    call alone would get, and the same key again in the turn gets the first one's outcome."""
+    async def body(store: Store) -> tuple[list[Claim], list[Claim | None]]:
+        keys = ["round:3", "round:1", "round:2", "round:1", "round:0"]
+        found = await asyncio.gather(*(store.put_if_absent(k, b"o" + str(n).encode(),
+                                                           expires=later())
+                                       for n, k in enumerate(keys)))
+        return list(found), [await store.get(f"round:{i}") for i in range(4)]
+
+    found, stored = run(make_store, body)
+    assert found == [Claim(ClaimStatus.NEW)] * 3 + [Claim(ClaimStatus.DONE, b"o1"),
+                                                   Claim(ClaimStatus.NEW)]
+    assert stored == [Claim(ClaimStatus.DONE, o) for o in (b"o4", b"o1", b"o2", b"o0")]
+
+
 # -- slots: admit / dismiss / admitted (live tasks per principal, #25) -------------------------
 def test_admit_holds_the_limit_and_a_refusal_changes_nothing(make_store: Factory) -> None:
     async def body(store: Store) -> list[object]:

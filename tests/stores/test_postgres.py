@@ -230,21 +230,6 @@ def test_a_turn_of_puts_is_one_statement_and_every_row_is_stored(postgres_url: s
                                                     for i in range(32)]
 
 
-def test_the_same_key_twice_in_a_turn_is_stored_once_and_the_second_gets_the_first(
-        postgres_url: str) -> None:
-    async def body() -> list[tuple[ClaimStatus, bytes | None]]:
-        store = PostgresStore(f"{postgres_url}?schema={schema()}")
-        try:
-            claims = await asyncio.gather(store.put_if_absent("round:x", b"first", expires=later()),
-                                          store.put_if_absent("round:x", b"second",
-                                                              expires=later()))
-            return [(c.status, c.outcome) for c in claims]
-        finally:
-            await store.aclose()
-
-    assert asyncio.run(body()) == [(ClaimStatus.NEW, None), (ClaimStatus.DONE, b"first")]
-
-
 def test_two_replicas_putting_shared_keys_in_opposite_orders_never_deadlock(
         postgres_url: str) -> None:
     """Without the key order the two statements wait for each other's rows (PostgreSQL aborts

@@ -71,21 +71,6 @@ def test_a_put_alone_in_its_turn_is_the_scripts_own_call(redis_url: str) -> None
     assert asyncio.run(body()) == (ClaimStatus.NEW, ClaimStatus.DONE, b"one", [])
 
 
-def test_the_same_key_twice_in_a_turn_is_stored_once_and_the_second_gets_the_first(
-        redis_url: str) -> None:
-    async def body() -> list[tuple[ClaimStatus, bytes | None]]:
-        redis, _ = store(redis_url)
-        try:
-            claims = await asyncio.gather(redis.put_if_absent("round:x", b"first", expires=later()),
-                                          redis.put_if_absent("round:x", b"second",
-                                                              expires=later()))
-            return [(c.status, c.outcome) for c in claims]
-        finally:
-            await redis.aclose()
-
-    assert asyncio.run(body()) == [(ClaimStatus.NEW, None), (ClaimStatus.DONE, b"first")]
-
-
 def test_rows_redis_had_no_script_for_are_written_once_it_is_loaded_again(
         tmp_path: Path) -> None:
     """A Redis restarted or `SCRIPT FLUSH`ed forgets the put script: the pipeline's rows come

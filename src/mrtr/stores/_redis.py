@@ -196,19 +196,17 @@ class RedisStore:
                                                      px=self._ms(expires)))
 
     async def put_if_absent(self, key: str, outcome: bytes, *, expires: float) -> Claim:
-        found = await self._puts.put(key.encode(), outcome, expires)
+        found = await self._puts.put((self._prefix + key).encode(), outcome, expires)
         return NEW if found is None else found_claim(found)
 
-    async def _put_rows(self, keys: list[bytes], values: list[bytes],
+    async def _put_rows(self, keys: list[bytes], values: list[bytes],  # keys: prefixed
                         expires: list[float]) -> list[Found | StoreUnavailable]:
-        prefix = self._prefix.encode()
-        rows = [(prefix + k, b"d" + v, self._ms(e))
-                for k, v, e in zip(keys, values, expires, strict=True)]
+        rows = [(k, b"d" + v, self._ms(e)) for k, v, e in zip(keys, values, expires, strict=True)]
         return await self._call("put_if_absent", self._put_pipeline(rows))
 
     async def _put_one(self, key: bytes, value: bytes, expires: float) -> Found:
         return await self._call("put_if_absent", self._put_new(
-            keys=[self._prefix.encode() + key], args=[b"d" + value, self._ms(expires)]))
+            keys=[key], args=[b"d" + value, self._ms(expires)]))
 
     async def _put_pipeline(self, rows: list[Row]) -> list[Found | StoreUnavailable]:
         """The put script per row, one pipeline; rows Redis had no script for, once loaded."""
