@@ -94,6 +94,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       help="believe X-Forwarded-For/-Proto only from these proxies: addresses "
                       "or networks, comma-separated or repeated, * for any (default: none; "
                       "the resource URL tokens must name never comes from them)")
+    http.add_argument("--gc-threshold", type=int, default=None, metavar="N",
+                      help="each process freezes its start-up heap and collects young objects "
+                      "every N allocations (default 10000; 0: Python's own collector; "
+                      "docs/deploy.md#garbage-collection)")
     http.add_argument("--debug-worker-header", action="store_true",
                       help="add Mcp-Debug-Worker: <pid> to HTTP replies (testing)")
     http.add_argument("--playground", action="store_true",
@@ -160,6 +164,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             limits=_limits(args),
             forwarded_allow_ips=args.forwarded_allow_ips or (),
             playground=("force" if args.force else True) if args.playground else False,
+            **({} if args.gc_threshold is None else {"gc_threshold": args.gc_threshold}),
         )
     except (ValueError, ImportError, AttributeError) as exc:
         print(f"mrtr serve: {_flagged(exc)}", file=sys.stderr)
@@ -259,7 +264,8 @@ def _flagged(exc: Exception) -> str:
     """serve()'s settings errors name parameters; on the command line they are options."""
     text = str(exc)
     for name in ("port", "workers", "path", "ask-timeout", "header-timeout", "body-timeout",
-                 "idle-timeout", "max-connections", "backlog", "forwarded-allow-ips"):
+                 "idle-timeout", "max-connections", "backlog", "forwarded-allow-ips",
+                 "gc-threshold"):
         if text.startswith(f"{name} must "):
             return f"--{text}"
     return text

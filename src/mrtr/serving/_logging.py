@@ -19,7 +19,9 @@ import msgspec
 
 from mrtr.server._probe import current_probe
 
-__all__ = ["JsonFormatter", "RequestContext", "TextFormatter", "log_config"]
+__all__ = ["JsonFormatter", "RequestContext", "TextFormatter", "announce", "log_config"]
+
+_log = logging.getLogger("mrtr.serve")
 
 FORMATS = ("text", "json")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+")
@@ -125,3 +127,13 @@ def log_config(level: str = "info", log_format: str = "text",
                                "level": "INFO" if access_log else "CRITICAL"},
         },
     }
+
+
+def announce(host: str, port: int, path: str) -> None:
+    """Log the URL a local client should use (a wildcard bind address is not a host name)."""
+    if host in ("0.0.0.0", "::", ""):
+        shown = "[::1]" if host == "::" else "127.0.0.1"
+        _log.info("serving on http://%s:%d%s (bound to %s; clients on other hosts need a "
+                  "name given with --allow-host)", shown, port, path, host or "0.0.0.0")
+    else:
+        _log.info("serving on http://%s:%d%s", f"[{host}]" if ":" in host else host, port, path)

@@ -24,8 +24,9 @@ from mrtr.http._playground import Playground, PlaygroundMode
 from mrtr.protocol._loopback import is_loopback
 from mrtr.server import Dispatcher, Server, generate_key, parse_keys
 from mrtr.serving._connections import ConnectionLimits, WebSocketsOnUpgrade
+from mrtr.serving._gc import GC_THRESHOLD, check_threshold
 from mrtr.serving._keyfile import read_or_create_key
-from mrtr.serving._logging import log_config
+from mrtr.serving._logging import announce, log_config
 from mrtr.serving._resource import (
     check_forwarded,
     resource_settings,
@@ -55,7 +56,6 @@ _WORKER_ENV = "MRTR_SERVE_EXPOSE_WORKER"
 _ASK_TIMEOUT_ENV = "MRTR_SERVE_ASK_TIMEOUT"
 _AUTH_ENV = "MRTR_SERVE_AUTH"  # AuthSettings as JSON, for worker processes
 ASK_TIMEOUT = 600.0  # seconds a server→client request of a 2025 session waits for its answer
-_WILDCARDS = ("0.0.0.0", "::", "")
 log = logging.getLogger("mrtr.serve")
 _STICKY = (
     "%d workers: 2025 clients (initialize sessions) need every request of a session on one "
@@ -88,6 +88,7 @@ def serve(
     limits: ConnectionLimits | None = None,
     forwarded_allow_ips: Sequence[str] = (),
     playground: PlaygroundMode = False,
+    gc_threshold: int = GC_THRESHOLD,
 ) -> int:
     """Serve `target` (`module:attribute` or `file.py:attribute`) until SIGINT/SIGTERM or EOF.
 
@@ -109,10 +110,13 @@ def serve(
     request's headers and body, the idle keep-alive time, how many at once (default
     `ConnectionLimits()`, docs/deploy.md#slow-clients). `playground` serves the browser
     playground at `/` (docs/playground.md): one process, a loopback `host` unless "force".
+    `gc_threshold` tunes each HTTP process's garbage collector once its app is loaded (_gc.py;
+    0 leaves Python's own).
     Returns the process exit status.
     Raises ValueError for a bad setting, target or key.
     """
     _check_settings(port, workers, path, ask_timeout)
+    check_threshold(gc_threshold)
     logs = log_config(log_level, log_format, access_log)  # ValueError: before anything starts
     if auth is not None and stdio:
         raise ValueError("auth settings apply to HTTP only, not to --stdio")
@@ -131,7 +135,7 @@ def serve(
                       expose_worker=expose_worker, logs=logs,
                       ask_timeout=ask_timeout, store=url, auth=auth,
                       limits=limits or ConnectionLimits(), forwarded=forwarded,
-                      playground=playground)
+                      playground=playground, gc_threshold=gc_threshold)
 
 
 def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: int,
@@ -139,7 +143,7 @@ def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: 
            allowed_hosts: Sequence[str] | None, expose_worker: bool,
            logs: dict[str, Any], ask_timeout: float, store: str,
            auth: AuthSettings | None, limits: ConnectionLimits, forwarded: list[str],
-           playground: PlaygroundMode = False) -> int:
+           playground: PlaygroundMode = False, gc_threshold: int = 0) -> int:
     if stdio:
         asyncio.run(serve_stdio(with_store(_dispatcher(target, obj, keys), store),
                                 ask_timeout=ask_timeout))
@@ -163,14 +167,15 @@ def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: 
         os.environ[ENV_STORE] = store  # like the key: every worker opens the same store
         try:
             return _serve_workers(target, host, port, workers, path, keys, hosts,
-                                  expose_worker, logs, shown, limits, forwarded)
+                                  expose_worker, logs, shown, limits, forwarded,
+                                  gc_threshold)
         finally:  # the temp store is gone after this run: never leave its URL behind
             os.environ.pop(ENV_STORE, None)
             if saved is not None:
                 os.environ[ENV_STORE] = saved
     app = _app(obj, keys, path, hosts, expose_worker, ask_timeout, store, auth, playground)
     return _run_uvicorn(app, host=host, port=port, workers=1, logs=logs, path=shown,
-                        limits=limits, forwarded=forwarded)
+                        limits=limits, forwarded=forwarded, gc_threshold=gc_threshold)
 
 
 def _worker_app() -> McpApp | ASGIApp:
@@ -294,6 +299,7 @@ def _serve_workers(
     shown: str,
     limits: ConnectionLimits,
     forwarded: list[str],
+    gc_threshold: int,
 ) -> int:
     if not keys:
         # Design: one key generated here and handed to every worker, so states cross workers.
@@ -311,12 +317,12 @@ def _serve_workers(
     })
     return _run_uvicorn("mrtr.serving._serve:_worker_app", host=host, port=port,
                         workers=workers, logs=logs, path=shown, limits=limits,
-                        forwarded=forwarded)
+                        forwarded=forwarded, gc_threshold=gc_threshold)
 
 
 def _run_uvicorn(app: McpApp | ASGIApp | str, *, host: str, port: int, workers: int,
                  logs: dict[str, Any], path: str, limits: ConnectionLimits,
-                 forwarded: list[str]) -> int:
+                 forwarded: list[str], gc_threshold: int = 0) -> int:
     import uvicorn  # the ASGI server is an optional dependency (mrtr[cli])
 
     from mrtr.serving._uvicorn import BoundedConfig, protocol_class
@@ -325,6 +331,7 @@ def _run_uvicorn(app: McpApp | ASGIApp | str, *, host: str, port: int, workers: 
     config = BoundedConfig(
         app,
         limits=limits,
+        gc_threshold=gc_threshold,
         host=host,
         port=port,
         workers=workers,
@@ -346,7 +353,7 @@ def _run_uvicorn(app: McpApp | ASGIApp | str, *, host: str, port: int, workers: 
         from uvicorn.supervisors import Multiprocess
 
         sock = config.bind_socket()
-        _announce(host, sock.getsockname()[1], path)
+        announce(host, sock.getsockname()[1], path)
         Multiprocess(config, sockets=[sock]).run()
         return 0
 
@@ -354,21 +361,11 @@ def _run_uvicorn(app: McpApp | ASGIApp | str, *, host: str, port: int, workers: 
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
             if self.started:  # the bound port: --port 0 picks one
-                _announce(host, self.servers[0].sockets[0].getsockname()[1], path)
+                announce(host, self.servers[0].sockets[0].getsockname()[1], path)
 
     server = Announcing(config)
     server.run()  # installs SIGINT/SIGTERM handlers for a graceful shutdown
     return 0 if server.started else 1
-
-
-def _announce(host: str, port: int, path: str) -> None:
-    """Log the URL a local client should use (a wildcard bind address is not a host name)."""
-    if host in _WILDCARDS:
-        shown = "[::1]" if host == "::" else "127.0.0.1"
-        log.info("serving on http://%s:%d%s (bound to %s; clients on other hosts need a "
-                 "name given with --allow-host)", shown, port, path, host or "0.0.0.0")
-    else:
-        log.info("serving on http://%s:%d%s", f"[{host}]" if ":" in host else host, port, path)
 
 
 def _allowed_hosts(host: str, extra: Sequence[str]) -> list[str]:

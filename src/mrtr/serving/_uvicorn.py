@@ -23,6 +23,7 @@ from uvicorn.config import Config
 from uvicorn.server import ServerState
 
 from mrtr.serving._connections import MAX_HEAD_BYTES, ConnectionLimits
+from mrtr.serving._gc import tune_gc
 
 __all__ = ["BoundedConfig", "protocol_class"]
 
@@ -39,11 +40,19 @@ _HEAD, _BODY, _APP, _IDLE = "head", "body", "app", "idle"
 
 
 class BoundedConfig(Config):
-    """uvicorn.Config carrying ConnectionLimits to the protocols (and to worker processes)."""
+    """uvicorn.Config carrying ConnectionLimits to the protocols (and to worker processes);
+    `gc_threshold` tunes the garbage collector of each process serving it (_gc.py), once its
+    app is loaded (0: left as it is)."""
 
-    def __init__(self, app: Any, *, limits: ConnectionLimits, **options: Any) -> None:
+    def __init__(self, app: Any, *, limits: ConnectionLimits, gc_threshold: int = 0,
+                 **options: Any) -> None:
         super().__init__(app, **{**options, **limits.uvicorn_options()})
         self.limits = limits
+        self.gc_threshold = gc_threshold
+
+    def load(self) -> None:
+        super().load()  # in the process that serves: each worker runs it for itself
+        tune_gc(self.gc_threshold)
 
 
 def protocol_class(parser: str) -> type[asyncio.Protocol]:
