@@ -1,7 +1,8 @@
-"""`mrtr serve` tunes each serving process's garbage collector (serving/_gc.py, issue 31)."""
+"""`mrtr serve` freezes each serving process's start-up heap; `--gc-threshold` (issue 31)."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +12,9 @@ import httpx
 import pytest
 
 from mrtr.cli import main
-from mrtr.serving import _serve
-from mrtr.serving._gc import GC_THRESHOLD, check_threshold, tune_gc
+from mrtr.serving import ConnectionLimits, _serve
+from mrtr.serving._gc import GcTuning, check_threshold
+from mrtr.serving._uvicorn import BoundedConfig
 from tests.transports.conftest import call, free_port, post_args, spawn_cli, stop, wait_ready
 
 TARGET = "tests.transports.gc_app:app"
@@ -47,44 +49,57 @@ def serve(tmp_path: Path, *flags: str) -> tuple[str, subprocess.Popen[bytes]]:
     return url, process
 
 
-@pytest.mark.parametrize("value", [-1, True, 1.5, "10"])
-def test_31_a_threshold_is_a_whole_number_not_below_0(value: Any) -> None:
-    with pytest.raises(ValueError, match="gc-threshold must be a whole number"):
+@pytest.mark.parametrize("value", [-1, 0, True, 1.5, "10"])
+def test_31_a_threshold_is_a_whole_number_of_at_least_1(value: Any) -> None:
+    with pytest.raises(ValueError, match="gc-threshold must be a whole number of at least 1"):
         check_threshold(value)
     with pytest.raises(ValueError, match="gc-threshold"):
-        tune_gc(value)
+        GcTuning(value)
 
 
-def test_31_threshold_0_leaves_the_collector_alone() -> None:
-    import gc
-
-    before = (gc.get_threshold(), gc.get_freeze_count())
-    tune_gc(0)
-    assert (gc.get_threshold(), gc.get_freeze_count()) == before
-
-
-def test_31_tuning_freezes_the_heap_and_sets_generation_0_only() -> None:
-    # In a child interpreter: a frozen heap would outlive this test in the test process.
-    script = ("import gc; from mrtr.serving._gc import tune_gc; t = gc.get_threshold(); "
-              "tune_gc(12345); print(gc.get_freeze_count(), *gc.get_threshold(), *t[1:])")
+def run_tuned(tuning: str) -> list[int]:
+    """In a child interpreter (a frozen heap would outlive the test here): frozen objects, the
+    thresholds after `tune_gc(<tuning>)`, and generations 1 and 2's before."""
+    script = ("import gc; from mrtr.serving._gc import GcTuning, tune_gc; "
+              f"t = gc.get_threshold(); tune_gc({tuning}); "
+              "print(gc.get_freeze_count(), *gc.get_threshold(), *t[1:])")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True).stdout.split()
-    frozen, zero, one, two, one_before, two_before = map(int, out)
+                         check=True).stdout
+    return [int(n) for n in out.split()]
+
+
+def test_31_tuning_freezes_the_heap_and_keeps_python_s_thresholds() -> None:
+    frozen, zero, one, two, one_before, two_before = run_tuned("GcTuning()")
     assert frozen > 1000  # the modules, classes and functions start-up made
+    assert (zero, one, two) == (python_default_threshold(), one_before, two_before)
+
+
+def test_31_a_threshold_sets_generation_0_only() -> None:
+    frozen, zero, one, two, one_before, two_before = run_tuned("GcTuning(12345)")
+    assert frozen > 1000
     assert (zero, one, two) == (12345, one_before, two_before)
 
 
-def test_31_serve_hands_the_threshold_to_uvicorn_and_refuses_a_bad_one(
+def test_31_a_config_without_tuning_leaves_the_collector_alone() -> None:
+    # What tests and embedders get: BoundedConfig tunes only when `mrtr serve` asks it to.
+    before = (gc.get_threshold(), gc.get_freeze_count())
+    config = BoundedConfig("tests.transports.gc_app:app", limits=ConnectionLimits())
+    config.load()
+    assert config.gc is None
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before
+
+
+def test_31_serve_hands_the_tuning_to_uvicorn_and_refuses_a_bad_threshold(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     runs: list[dict[str, Any]] = []
     monkeypatch.setattr(_serve, "_run_uvicorn", lambda app, **kw: runs.append(kw) or 0)
     assert _serve.serve(TARGET, port=9, keys=[b"k" * 32]) == 0
-    assert main(["serve", TARGET, "--port", "9", "--ephemeral-key", "--gc-threshold", "0"]) == 0
-    assert [run["gc_threshold"] for run in runs] == [GC_THRESHOLD, 0]
+    assert main(["serve", TARGET, "--port", "9", "--ephemeral-key", "--gc-threshold", "5000"]) == 0
+    assert [run["gc_threshold"] for run in runs] == [None, 5000]
     with pytest.raises(ValueError, match="gc-threshold"):
-        _serve.serve(TARGET, port=9, gc_threshold=-5)
-    assert main(["serve", TARGET, "--port", "9", "--ephemeral-key", "--gc-threshold", "-5"]) == 2
+        _serve.serve(TARGET, port=9, gc_threshold=0)
+    assert main(["serve", TARGET, "--port", "9", "--ephemeral-key", "--gc-threshold", "0"]) == 2
     assert "mrtr serve: --gc-threshold must be a whole number" in capsys.readouterr().err
     assert len(runs) == 2  # nothing started for a refused setting
 
@@ -101,16 +116,10 @@ def test_31_every_worker_of_mrtr_serve_is_tuned(tmp_path: Path) -> None:
         assert threshold == 12345 and frozen > 1000
 
 
-def test_31_one_process_tuned_by_default_and_left_alone_with_0(tmp_path: Path) -> None:
+def test_31_one_process_is_frozen_with_python_s_threshold_by_default(tmp_path: Path) -> None:
     url, process = serve(tmp_path)
     try:
         ((threshold, frozen),) = collectors(url, 1).values()
     finally:
         stop(process)
-    assert threshold == GC_THRESHOLD and frozen > 1000
-    url, process = serve(tmp_path, "--gc-threshold", "0")
-    try:
-        ((threshold, frozen),) = collectors(url, 1).values()
-    finally:
-        stop(process)
-    assert (threshold, frozen) == (python_default_threshold(), 0)
+    assert threshold == python_default_threshold() and frozen > 1000

@@ -95,9 +95,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       "or networks, comma-separated or repeated, * for any (default: none; "
                       "the resource URL tokens must name never comes from them)")
     http.add_argument("--gc-threshold", type=int, default=None, metavar="N",
-                      help="each process freezes its start-up heap and collects young objects "
-                      "every N allocations (default 10000; 0: Python's own collector; "
-                      "docs/deploy.md#garbage-collection)")
+                      help="collect young objects every N allocations instead of Python's 700: "
+                      "fewer collections, but garbage holding request bodies waits longer "
+                      "(docs/deploy.md#garbage-collection)")
     http.add_argument("--debug-worker-header", action="store_true",
                       help="add Mcp-Debug-Worker: <pid> to HTTP replies (testing)")
     http.add_argument("--playground", action="store_true",
@@ -164,7 +164,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             limits=_limits(args),
             forwarded_allow_ips=args.forwarded_allow_ips or (),
             playground=("force" if args.force else True) if args.playground else False,
-            **({} if args.gc_threshold is None else {"gc_threshold": args.gc_threshold}),
+            gc_threshold=args.gc_threshold,
         )
     except (ValueError, ImportError, AttributeError) as exc:
         print(f"mrtr serve: {_flagged(exc)}", file=sys.stderr)

@@ -156,7 +156,10 @@ def decode_client_message(data: bytes | str) -> ClientMessage | UnknownNotificat
         outcome = _classify_client(data, str(exc))
     if isinstance(outcome, UnknownNotification):
         return outcome
-    raise outcome
+    try:
+        raise outcome
+    finally:  # the traceback keeps this frame, and with it `data`: no cycle back through it
+        del outcome
 
 
 def _classify_client(data: bytes | str, reason: str) -> ProtocolError | UnknownNotification:

@@ -254,6 +254,10 @@ class Dispatcher:
                 self.request_log.write(probe, started, reply.result if reply else None,
                                     reply.error if reply else None)
             probe.leave()
+            if reply is not None and reply.error is not None:
+                # A raised error's traceback holds this frame, and it `reply`: no such cycle
+                # (with the request's arguments in it) is left for the garbage collector.
+                reply.error.__traceback__ = None
 
     def _failed(self, request: Message, exc: BaseException) -> Reply:
         return failed_reply(request.id, exc, _describe(request), self.log,

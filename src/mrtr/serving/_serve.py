@@ -24,7 +24,7 @@ from mrtr.http._playground import Playground, PlaygroundMode
 from mrtr.protocol._loopback import is_loopback
 from mrtr.server import Dispatcher, Server, generate_key, parse_keys
 from mrtr.serving._connections import ConnectionLimits, WebSocketsOnUpgrade
-from mrtr.serving._gc import GC_THRESHOLD, check_threshold
+from mrtr.serving._gc import GcTuning, check_threshold
 from mrtr.serving._keyfile import read_or_create_key
 from mrtr.serving._logging import announce, log_config
 from mrtr.serving._resource import (
@@ -88,7 +88,7 @@ def serve(
     limits: ConnectionLimits | None = None,
     forwarded_allow_ips: Sequence[str] = (),
     playground: PlaygroundMode = False,
-    gc_threshold: int = GC_THRESHOLD,
+    gc_threshold: int | None = None,
 ) -> int:
     """Serve `target` (`module:attribute` or `file.py:attribute`) until SIGINT/SIGTERM or EOF.
 
@@ -110,8 +110,8 @@ def serve(
     request's headers and body, the idle keep-alive time, how many at once (default
     `ConnectionLimits()`, docs/deploy.md#slow-clients). `playground` serves the browser
     playground at `/` (docs/playground.md): one process, a loopback `host` unless "force".
-    `gc_threshold` tunes each HTTP process's garbage collector once its app is loaded (_gc.py;
-    0 leaves Python's own).
+    Each HTTP process freezes its start-up heap once its app is loaded; `gc_threshold` also sets
+    its collector's generation 0 threshold (None: Python's; docs/deploy.md#garbage-collection).
     Returns the process exit status.
     Raises ValueError for a bad setting, target or key.
     """
@@ -143,7 +143,7 @@ def _serve(target: str, obj: Server | Dispatcher | ASGIApp, *, host: str, port: 
            allowed_hosts: Sequence[str] | None, expose_worker: bool,
            logs: dict[str, Any], ask_timeout: float, store: str,
            auth: AuthSettings | None, limits: ConnectionLimits, forwarded: list[str],
-           playground: PlaygroundMode = False, gc_threshold: int = 0) -> int:
+           playground: PlaygroundMode = False, gc_threshold: int | None = None) -> int:
     if stdio:
         asyncio.run(serve_stdio(with_store(_dispatcher(target, obj, keys), store),
                                 ask_timeout=ask_timeout))
@@ -299,7 +299,7 @@ def _serve_workers(
     shown: str,
     limits: ConnectionLimits,
     forwarded: list[str],
-    gc_threshold: int,
+    gc_threshold: int | None,
 ) -> int:
     if not keys:
         # Design: one key generated here and handed to every worker, so states cross workers.
@@ -322,7 +322,7 @@ def _serve_workers(
 
 def _run_uvicorn(app: McpApp | ASGIApp | str, *, host: str, port: int, workers: int,
                  logs: dict[str, Any], path: str, limits: ConnectionLimits,
-                 forwarded: list[str], gc_threshold: int = 0) -> int:
+                 forwarded: list[str], gc_threshold: int | None = None) -> int:
     import uvicorn  # the ASGI server is an optional dependency (mrtr[cli])
 
     from mrtr.serving._uvicorn import BoundedConfig, protocol_class
@@ -331,7 +331,7 @@ def _run_uvicorn(app: McpApp | ASGIApp | str, *, host: str, port: int, workers: 
     config = BoundedConfig(
         app,
         limits=limits,
-        gc_threshold=gc_threshold,
+        gc=GcTuning(gc_threshold),
         host=host,
         port=port,
         workers=workers,

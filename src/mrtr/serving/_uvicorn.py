@@ -23,7 +23,7 @@ from uvicorn.config import Config
 from uvicorn.server import ServerState
 
 from mrtr.serving._connections import MAX_HEAD_BYTES, ConnectionLimits
-from mrtr.serving._gc import tune_gc
+from mrtr.serving._gc import GcTuning, tune_gc
 
 __all__ = ["BoundedConfig", "protocol_class"]
 
@@ -41,18 +41,19 @@ _HEAD, _BODY, _APP, _IDLE = "head", "body", "app", "idle"
 
 class BoundedConfig(Config):
     """uvicorn.Config carrying ConnectionLimits to the protocols (and to worker processes);
-    `gc_threshold` tunes the garbage collector of each process serving it (_gc.py), once its
-    app is loaded (0: left as it is)."""
+    with `gc`, each process serving it tunes its garbage collector once its app is loaded
+    (_gc.py; None: left as it is)."""
 
-    def __init__(self, app: Any, *, limits: ConnectionLimits, gc_threshold: int = 0,
+    def __init__(self, app: Any, *, limits: ConnectionLimits, gc: GcTuning | None = None,
                  **options: Any) -> None:
         super().__init__(app, **{**options, **limits.uvicorn_options()})
         self.limits = limits
-        self.gc_threshold = gc_threshold
+        self.gc = gc
 
     def load(self) -> None:
         super().load()  # in the process that serves: each worker runs it for itself
-        tune_gc(self.gc_threshold)
+        if self.gc is not None:
+            tune_gc(self.gc)
 
 
 def protocol_class(parser: str) -> type[asyncio.Protocol]:
