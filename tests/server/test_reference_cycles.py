@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from mrtr import Context, Form, Server
+from benchmarks.server import app  # greet asks for a name (key "name"), then greets
 from mrtr.errors import ProtocolError
 from mrtr.protocol import (
     CLIENT_CAPABILITIES_KEY,
@@ -28,21 +28,9 @@ from mrtr.protocol import (
 )
 from mrtr.server import Dispatcher, Peer
 
-app = Server("cycles", version="1")
 META = {PROTOCOL_VERSION_KEY: PROTOCOL_VERSION, CLIENT_INFO_KEY: {"name": "t", "version": "1"},
         CLIENT_CAPABILITIES_KEY: {"elicitation": {"form": {}}}}
 BLOB = "x" * 100_000
-
-
-class Name(Form):
-    name: str
-
-
-@app.tool()
-async def greet(ctx: Context, greeting: str) -> str:
-    """Ask who to greet, then greet them."""
-    who = await ctx.elicit("Who?", Name, key="name")
-    return f"{greeting}, {who.name}"
 
 
 def found_after(step: Callable[[], Awaitable[object]]) -> int:
