@@ -162,7 +162,8 @@ class McpApp:
         try:
             await self._exchange(scope, exchange)
         except Exception as exc:  # a Refusal, the authenticator's Unauthorized, or a bug (500)
-            refusal = http_refusal(exc, self.log)
+            refusal = http_refusal(exc, self.log)  # logged: its traceback is needed no more,
+            exc.__traceback__ = None  # and it holds this frame, which holds `refusal`: a cycle
             if not exchange.started:
                 await exchange.respond(refusal.status, refusal.body, refusal.headers)
 
@@ -240,6 +241,7 @@ class McpApp:
         try:
             message = self.dispatcher.receive(body, headers)
         except ProtocolError as exc:
+            exc.__traceback__ = None  # the client's error: its frames (and `body`) not kept
             # Not a 2026-07-28 message: a session's (initialize, or an Mcp-Session-Id), if the
             # version header allows; only this error path looks at session headers.
             if self.sessions is not None and session_era(headers):
