@@ -22,7 +22,8 @@ BODY = b"{" + b"x" * 100_000  # not JSON
 
 
 async def post(mcp: McpApp, content_type: bytes) -> int:
-    """One POST of BODY through McpApp's ASGI interface; the status it answered."""
+    """One POST of BODY through McpApp's ASGI interface; the status it answered. By hand, not
+    through conftest's asgi_client: httpx's ASGITransport leaves cyclic garbage of its own."""
     scope = {"type": "http", "method": "POST", "path": "/mcp", "http_version": "1.1",
              "scheme": "http", "query_string": b"", "root_path": "",
              "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8000),

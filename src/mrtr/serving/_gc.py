@@ -13,7 +13,7 @@ Measured under `make bench` (docs/performance.md, round 9).
 # Design: `gc.freeze()` moves every object alive after start-up to a permanent generation that
 # no collection walks; a cycle among them is never freed, and start-up objects live as long as
 # the process anyway. The thresholds stay Python's unless the operator sets generation 0's
-# (`--gc-threshold`): a larger one makes young collections rarer (+5-10 % throughput measured),
+# (`--gc-threshold`): a larger one makes young collections rarer (+3-10 % throughput measured),
 # but a reference cycle holding a request's body (an exception whose traceback keeps the frame
 # that read it) then waits proportionally longer to be freed, so the memory a client can make
 # the process hold between two collections grows with it. Process-wide settings, so they are
