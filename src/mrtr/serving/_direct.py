@@ -6,7 +6,8 @@ bytearray the body is copied into and out of, a `receive` that waits on that eve
 body in two writes (two system calls, two TCP segments). For a POST to McpApp's endpoint that
 is whole when its last byte is parsed, `DirectCycle` does less: its `receive` hands over the
 body as parsed, and its `send` writes the head and the body of a reply with a Content-Length
-in one write (a stream's head is written at once, as uvicorn does). McpApp is
+in one write (a stream's head is written at once, as uvicorn does), and while other requests are
+in flight it holds the reply to write it with the others of its loop turn (_coalesce.py). McpApp is
 called as the ASGI app it is (the same code for every check, limit, error and reply); only the
 cycle beneath it is cheaper. Everything else takes uvicorn's cycle unchanged.
 """
@@ -41,6 +42,7 @@ from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from mrtr.http import McpApp
 from mrtr.http._exchange import DIRECT
+from mrtr.serving._coalesce import Replies, replies_of
 
 __all__ = ["DirectCycle", "DirectHttpTools"]
 
@@ -70,7 +72,7 @@ class DirectCycle(RequestResponseCycle):
     """One whole request: its body at hand, its reply written straight to the transport."""
 
     # Not RequestResponseCycle.__init__: only what the protocol and this class read.
-    def __init__(self, protocol: HttpToolsProtocol, scope: Any, body: bytes,
+    def __init__(self, protocol: DirectHttpTools, scope: Any, body: bytes,
                  keep_alive: bool) -> None:
         self.scope = scope
         self.transport = protocol.transport
@@ -80,6 +82,8 @@ class DirectCycle(RequestResponseCycle):
         self.access_log = protocol.access_log
         self.default_headers = protocol.server_state.default_headers
         self.on_response: Callable[..., None] = protocol.on_response_complete
+        self.replies: Replies = protocol.replies
+        self.in_flight: set[Any] = protocol.tasks  # every connection's requests under way
         self.keep_alive = keep_alive
         self.disconnected = False
         self.waiting_for_100_continue = False
@@ -119,7 +123,11 @@ class DirectCycle(RequestResponseCycle):
         if not self.disconnected:
             self.response_started = True
             self.head = self._head(status, headers)
-            self.transport.write(self._framed(body, False))
+            data = self._framed(body, False)
+            if self.keep_alive and len(self.in_flight) > 1:  # others will answer this turn
+                self.replies.later(self.transport, data)
+            else:
+                self.replies.now(self.transport, data)
             self._complete()
         return True
 
@@ -165,7 +173,7 @@ class DirectCycle(RequestResponseCycle):
             self.response_started = True
             head = self._head(message["status"], message.get("headers", ()))
             if self.chunked_encoding:  # a stream: its head goes out now, events may take long
-                self.transport.write(b"".join(head))
+                self.replies.now(self.transport, b"".join(head))
             else:  # a whole reply (Content-Length): written with its body, in one write
                 self.head = head
             return
@@ -175,7 +183,7 @@ class DirectCycle(RequestResponseCycle):
         if kind != "http.response.body":
             raise RuntimeError(f"Expected ASGI message 'http.response.body', but got '{kind}'.")
         more_body: bool = message.get("more_body", False)
-        self.transport.write(self._framed(message.get("body", b""), more_body))
+        self.replies.now(self.transport, self._framed(message.get("body", b""), more_body))
         if not more_body:
             self._complete()
 
@@ -271,6 +279,7 @@ class DirectHttpTools(_Base):
             app.path.encode() if type(app) is McpApp and not self.root_path
             and app.path.isascii() and "%" not in app.path else None)
         self.held: list[bytes] | None = None  # the body of a request being held, so far
+        self.replies = replies_of(self.server_state, self.loop)
 
     def on_headers_complete(self) -> None:
         path = self.direct_path
@@ -323,7 +332,17 @@ class DirectHttpTools(_Base):
             self.flow.pause_reading()
             self.pipeline.appendleft((cycle, self.app))
 
+    # What uvicorn writes or closes goes after the replies held for this connection.
+    def shutdown(self) -> None:
+        self.replies.now(self.transport)
+        super().shutdown()
+
+    def timeout_keep_alive_handler(self) -> None:
+        self.replies.now(self.transport)
+        super().timeout_keep_alive_handler()
+
     def data_received(self, data: bytes) -> None:
+        self.replies.now(self.transport)  # a parse error's 400 follows the earlier replies
         super().data_received(data)
         held = self.held
         if held is None:
