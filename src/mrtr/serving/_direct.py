@@ -124,7 +124,7 @@ class DirectCycle(RequestResponseCycle):
             self.response_started = True
             self.head = self._head(status, headers)
             data = self._framed(body, False)
-            if self.keep_alive and len(self.in_flight) > 1:  # others will answer this turn
+            if self.keep_alive and len(self.in_flight) > 1:  # not alone: with the turn's others
                 self.replies.later(self.transport, data)
             else:
                 self.replies.now(self.transport, data)
