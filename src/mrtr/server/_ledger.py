@@ -141,6 +141,7 @@ class Ledger:
         token = CURRENT_ROUND.set(current)
         try:
             result: R | InputRequiredResult = await run()
+            del run  # what the handler ran with (its round, Context, ...) goes before the write
         except BaseException as exc:
             if current.redeemed is not None and not isinstance(exc, asyncio.CancelledError):
                 note_store_hit()  # hold() met the recorded outcome: answer it
@@ -150,6 +151,7 @@ class Ledger:
             raise  # unclaimed: nothing acted, nothing to release
         finally:
             CURRENT_ROUND.reset(token)
+            del token
             current.stop()
         if current.redeemed is not None:  # the handler swallowed Redeemed
             note_store_hit()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
 import msgspec
@@ -124,12 +125,18 @@ class Runner:
 
         round_, ctx = self._open(request, peer, sink, params.name, arguments, flow_id)
         round_.consent = entry.consent
+        # Partials, not closures: round_ and ctx stay plain locals, dropped before the store.
         if token is not None:
             return await self._confirmed(entry, round_, request, (token, arguments), peer,
-                                         lambda: self._tool_result(entry, round_.run(invoke, ctx)))
+                                         partial(self._finish_tool, entry, round_, invoke, ctx))
         if self._engine.ledger is not None and round_.flow.round_id:
-            return await self._redeem(round_, request, CallToolResult,
-                                      lambda: self._tool_result(entry, round_.run(invoke, ctx)))
+            # The round, its Context and what hangs from them go once the handler ran (the
+            # ledger drops `finish` then), not ~100 objects kept for generation 0 to walk
+            # while the store records the outcome (docs/performance.md, round 11).
+            recorded = self._redeem(round_, request, CallToolResult,
+                                    partial(self._finish_tool, entry, round_, invoke, ctx))
+            del round_, ctx
+            return await recorded
         # The hot path (no store, or round 1) inlines _tool_result: one coroutine frame fewer.
         try:
             out = await round_.run(invoke, ctx)
@@ -211,6 +218,12 @@ class Runner:
 
         return await self._redeem(round_, request, CallToolResult, finish)
 
+    def _finish_tool(
+        self, entry: ToolEntry, round_: Round, invoke: Callable[[Context], Awaitable[Any]],
+        ctx: Context,
+    ) -> Awaitable[CallToolResult | InputRequiredResult]:
+        return self._tool_result(entry, round_.run(invoke, ctx))
+
     async def _tool_result(
         self, entry: ToolEntry, run: Awaitable[Any]
     ) -> CallToolResult | InputRequiredResult:
@@ -233,9 +246,11 @@ class Runner:
         return _with_meta(result, self._meta)
 
     # -- prompts/get -----------------------------------------------------------------------------
-    async def get_prompt(
+    def get_prompt(
         self, request: GetPromptRequest, peer: Peer, sink: Notifier | None
-    ) -> GetPromptResult | InputRequiredResult:
+    ) -> Awaitable[GetPromptResult | InputRequiredResult]:
+        # Not a coroutine: the Dispatcher awaits the round itself, so nothing here holds the
+        # round and its Context while a store records the outcome (see call_tool).
         params = request.params
         entry = self._server.tables.prompts.get(params.name)
         if entry is None:
@@ -263,12 +278,13 @@ class Runner:
             result = prompt_result(out, description if isinstance(description, str) else None)
             return _with_meta(result, self._meta)
 
-        return await self._redeem(round_, request, GetPromptResult, finish)
+        return self._redeem(round_, request, GetPromptResult, finish)
 
     # -- resources/read --------------------------------------------------------------------------
-    async def read_resource(
+    def read_resource(
         self, request: ReadResourceRequest, peer: Peer, sink: Notifier | None
-    ) -> ReadResourceResult | InputRequiredResult:
+    ) -> Awaitable[ReadResourceResult | InputRequiredResult]:
+        # Not a coroutine, as get_prompt.
         uri = request.params.uri
         entry = self._server.tables.resources.get(uri)
         variables: dict[str, str] = {}
@@ -299,7 +315,7 @@ class Runner:
                 meta=self._meta,
             )
 
-        return await self._redeem(round_, request, ReadResourceResult, finish)
+        return self._redeem(round_, request, ReadResourceResult, finish)
 
 
 class _LazyBinding:

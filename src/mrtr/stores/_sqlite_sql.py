@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 
-from mrtr.stores._store import RUNNING, Claim, ClaimStatus
+import msgspec
+
+from mrtr.stores._store import NEW, RUNNING, Claim, ClaimStatus
 
 __all__ = [
     "ABANDON",
@@ -29,6 +31,7 @@ __all__ = [
     "DUE",
     "INSERT_NEW",
     "MARK",
+    "Put",
     "RELEASE",
     "RENEW",
     "REWEIGH",
@@ -75,11 +78,12 @@ RENEW = ("UPDATE mrtr_entries SET lease_until = ? WHERE key = ? AND outcome IS N
           " AND count IS NULL AND lease_until > ? AND expires > ?")
 RELEASE = "DELETE FROM mrtr_entries WHERE key = ? AND outcome IS NULL AND count IS NULL"
 ABANDON = RELEASE + " AND holder = ?"  # only the claim this holder took
+# Numbered parameters (key, outcome, expires, now): a tuple binds them, not a dict per round.
 INSERT_NEW = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
-               " VALUES (:key, :outcome, 0.0, :expires, NULL) ON CONFLICT (key) DO UPDATE SET"
-               " outcome = :outcome, lease_until = 0.0, expires = :expires, count = NULL"
-               " WHERE NOT (expires > :now AND count IS NULL"
-               " AND (outcome IS NOT NULL OR lease_until > :now))")
+               " VALUES (?1, ?2, 0.0, ?3, NULL) ON CONFLICT (key) DO UPDATE SET"
+               " outcome = ?2, lease_until = 0.0, expires = ?3, count = NULL"
+               " WHERE NOT (expires > ?4 AND count IS NULL"
+               " AND (outcome IS NOT NULL OR lease_until > ?4))")
 SLOTS = ("SELECT coalesce(sum(count), 0) FROM mrtr_entries WHERE key > ? AND key < ?"
           " AND expires > ?")
 REWEIGH = "UPDATE mrtr_entries SET count = ? WHERE key = ?"
@@ -88,6 +92,19 @@ DELETE_EXPIRED = ("DELETE FROM mrtr_entries WHERE key IN (SELECT key FROM mrtr_e
 
 
 WAL_FRAMES = 4096  # log frames (pages) past which a checkpoint restarts the log: 16 MiB
+
+
+class Put(msgspec.Struct, gc=False, frozen=True):
+    """SQLiteStore.put_if_absent's statements, one job of a batch: (db, now) -> Claim."""
+
+    key: str
+    outcome: bytes
+    expires: float
+
+    def __call__(self, db: sqlite3.Connection, now: float) -> Claim:
+        if db.execute(INSERT_NEW, (self.key, self.outcome, self.expires, now)).rowcount > 0:
+            return NEW
+        return live(db.execute(SELECT, (self.key,)).fetchone(), now) or RUNNING
 
 
 def add_holder(db: sqlite3.Connection) -> None:
