@@ -98,9 +98,13 @@ class Runner:
         return ledger.redeem(round_id, responses, round_.deadline, kind, finish)
 
     # -- tools/call ------------------------------------------------------------------------------
-    async def call_tool(
+    def call_tool(
         self, request: CallToolRequest, peer: Peer, sink: Notifier | None, *, flow_id: str = ""
-    ) -> CallToolResult | InputRequiredResult | CreateTaskResult:
+    ) -> Awaitable[CallToolResult | InputRequiredResult | CreateTaskResult]:
+        # Not a coroutine: the Dispatcher awaits the round itself, so while a store records its
+        # outcome nothing keeps the round, its Context and what hangs from them (~100 objects
+        # a request for each collection of generation 0 to walk; the ledger drops the partial
+        # once the handler ran: docs/performance.md, round 11).
         params = request.params
         entry = self._tool(params.name, peer)
         arguments = params.arguments if params.arguments is not UNSET else {}
@@ -109,11 +113,11 @@ class Runner:
             arguments, token = split_confirm(arguments)
         if (entry.task is not None and self.tasks is not None
                 and _tasked(entry, params.meta.client_capabilities.extensions)):
-            return await self._call_task_tool(request, peer, sink, entry, arguments, flow_id)
+            return self._call_task_tool(request, peer, sink, entry, arguments, flow_id)
 
         if (not entry.wants_ctx and not entry.ask_if_missing and token is None
                 and params.request_state is UNSET):
-            return await self._call_plain(request, peer, entry, arguments, flow_id)
+            return self._call_plain(request, peer, entry, arguments, flow_id)
 
         def invoke(ctx: Context) -> Awaitable[Any]:
             # Not a coroutine of its own: Round.run awaits what the handler returns (a bad
@@ -125,26 +129,13 @@ class Runner:
 
         round_, ctx = self._open(request, peer, sink, params.name, arguments, flow_id)
         round_.consent = entry.consent
-        # Partials, not closures: round_ and ctx stay plain locals, dropped before the store.
         if token is not None:
-            return await self._confirmed(entry, round_, request, (token, arguments), peer,
-                                         partial(self._finish_tool, entry, round_, invoke, ctx))
+            return self._confirmed(entry, round_, request, (token, arguments), peer,
+                                   partial(self._finish_tool, entry, round_, invoke, ctx))
         if self._engine.ledger is not None and round_.flow.round_id:
-            # The round, its Context and what hangs from them go once the handler ran (the
-            # ledger drops `finish` then), not ~100 objects kept for generation 0 to walk
-            # while the store records the outcome (docs/performance.md, round 11).
-            recorded = self._redeem(round_, request, CallToolResult,
-                                    partial(self._finish_tool, entry, round_, invoke, ctx))
-            del round_, ctx
-            return await recorded
-        # The hot path (no store, or round 1) inlines _tool_result: one coroutine frame fewer.
-        try:
-            out = await round_.run(invoke, ctx)
-        except Exception as exc:
-            out = self._failure(exc, params.name)  # a ProtocolError is re-raised
-        except ConsentRequired as need:  # the question goes to the model, with a token
-            return _asked_model(need, self._meta)
-        return self._tool_outcome(entry, out)
+            return self._redeem(round_, request, CallToolResult,
+                                partial(self._finish_tool, entry, round_, invoke, ctx))
+        return self._finish_tool(entry, round_, invoke, ctx)  # no store, or round 1
 
     def _tool(self, name: str, peer: Peer) -> ToolEntry:
         entry = self._server.tables.tools.get(name)
