@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MUTATE_STAMP := $(VENV)/.installed-mutate
 
-.PHONY: run test lint unit conformance bench bench-otel mutate mutate-sample clean
+.PHONY: run test lint unit conformance bench bench-ab bench-otel mutate mutate-sample clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,6 +34,9 @@ bench: $(STAMP)
 
 # OpenTelemetry's cost (docs/operations.md): API installed without an SDK (`mrtr`), the package
 # hidden (`mrtr-nootel`), and the SDK with batch exporters (`mrtr-otel-sdk`), side by side.
+bench-ab: $(STAMP)
+	$(BIN)/python -m benchmarks.paired $(BENCH_ARGS)
+
 bench-otel: $(STAMP)
 	$(BIN)/python -m benchmarks.run --only mrtr-nootel,mrtr,mrtr-otel-sdk \
 		--workloads call1,mrtr2 --concurrency 32 $(BENCH_ARGS)

@@ -1,0 +1,68 @@
+"""benchmarks.paired: an older checkout and this one, served and loaded at the same moment."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.paired import main, render, summarise
+from benchmarks.run import REPO
+
+SHARED = REPO.parent / "shared" / "bench"
+
+
+def result(ops: float, p99: float, errors: int = 0) -> dict[str, Any]:
+    return {"ops_per_s": ops, "op_latency_ms": {"p99": p99}, "errors": errors}
+
+
+def test_31_each_run_is_a_ratio_of_two_servers_loaded_together_and_the_median_is_reported() -> None:
+    summary = summarise({"mrtr2": [[result(1000, 30), result(1060, 28)],
+                                   [result(900, 35), result(945, 33)],
+                                   [result(1100, 29), result(1111, 29, errors=1)]]})
+    row = summary["mrtr2"]
+    assert [round(r, 3) for r in row["ratios"]] == [1.06, 1.05, 1.01]
+    assert round(row["median"], 3) == 1.05
+    assert row["errors"] == 1
+    text = render(summary, "main", 32)
+    assert "| mrtr2 | 1,000 (30.0) → 1,060 (28.0); " in text
+    assert "| 1.060, 1.050, 1.010 | 1.050 | 1 |" in text
+
+
+def test_31_a_baseline_that_answered_nothing_is_no_ratio() -> None:
+    row = summarise({"call1": [[result(0, 0), result(10, 1)]]})["call1"]
+    assert math.isnan(row["ratios"][0])
+
+
+@pytest.mark.skipif(not (SHARED / "harness.py").is_file(),
+                    reason="the shared bench harness (../shared/bench) is not here")
+def test_31_a_paired_run_serves_both_checkouts_and_writes_its_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    status = main(["--baseline", "HEAD", "--workloads", "call1", "--runs", "1",
+                   "--duration", "0.5", "--warmup", "0.2", "--out", str(tmp_path),
+                   "--harness-python", sys.executable, "--server-core", "none",
+                   "--client-core", "none"])
+    assert status == 0, capsys.readouterr()
+    saved = json.loads((tmp_path / "paired.json").read_text())
+    (base_ops, new_ops, _, _, errors), = saved["call1"]["runs"]
+    assert base_ops > 0 and new_ops > 0 and errors == 0
+    assert (tmp_path / "baseline" / "src" / "mrtr").is_dir()  # the exported checkout
+    assert "| call1 |" in (tmp_path / "paired.md").read_text()
+    assert not list(tmp_path.glob("*.server.log")) or all(
+        "Traceback" not in log.read_text() for log in tmp_path.glob("*.server.log"))
+
+
+def test_31_an_unknown_baseline_is_a_clear_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    if not (SHARED / "harness.py").is_file():
+        pytest.skip("the shared bench harness (../shared/bench) is not here")
+    status = main(["--baseline", "no-such-ref-31", "--out", str(tmp_path),
+                   "--harness-python", sys.executable])
+    assert status == 2
+    assert "cannot export baseline 'no-such-ref-31'" in capsys.readouterr().err
