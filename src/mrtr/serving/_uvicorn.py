@@ -260,10 +260,14 @@ def _bounded_httptools() -> type[asyncio.Protocol]:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     from mrtr.serving._direct import DirectHttpTools
+    from mrtr.serving._keepalive import LazyKeepAlive
 
-    class BoundedHttpTools(_Bounded, DirectHttpTools, HttpToolsProtocol):  # type: ignore[misc]
-        """uvicorn's httptools protocol with the request deadlines of ConnectionLimits, and
-        the direct path for a whole POST to McpApp's endpoint (_direct.py)."""
+    class BoundedHttpTools(  # type: ignore[misc]
+        _Bounded, DirectHttpTools, LazyKeepAlive, HttpToolsProtocol
+    ):
+        """uvicorn's httptools protocol with the request deadlines of ConnectionLimits, the
+        direct path for a whole POST to McpApp's endpoint (_direct.py) and one keep-alive
+        timer per idle spell (_keepalive.py)."""
 
     BoundedHttpTools.__qualname__ = "BoundedHttpTools"
     return BoundedHttpTools
