@@ -94,7 +94,7 @@ def test_31_a_busy_connection_stays_open_and_arms_a_timer_a_few_times(
     answers, after = run(requests(port, 12, 0.1))
     assert all(a.startswith(b"HTTP/1.1 200 ") for a in answers)
     assert after is not None and after <= IDLE + SLACK  # idle at the end: closed again
-    assert 1 <= len(fired) <= 5, fired
+    assert 1 <= len(fired) <= 6, fired  # ~3: at 0.6 s, 1.2 s and the close
 
 
 def test_31_a_connection_that_goes_idle_again_gets_the_rest_of_its_time(port: int) -> None:
