@@ -27,7 +27,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.run import REPO, Abort, ensure_venv, export_baseline, find_shared, free_port
+from benchmarks.run import (
+    REPO,
+    Abort,
+    ensure_venv,
+    export_baseline,
+    find_shared,
+    free_port,
+    stop_group,
+)
 
 __all__ = ["main", "render", "summarise"]
 
@@ -81,19 +89,8 @@ def _serve(src: Path, port: int, state: Path, a: argparse.Namespace,
             return proc
         except OSError:
             time.sleep(0.1)
-    _stop(proc)
+    stop_group(proc)
     raise Abort(f"benchmarks: the server of {src} did not listen within 30 s; see {log}", 1)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=15)
-    except ProcessLookupError:
-        return
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-        proc.wait()
 
 
 def _load(python: Path, harness: Path, ports: Sequence[int], workload: str, out: Path,
@@ -165,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                            for _ in range(a.runs)] for w in a.workloads.split(",") if w}
         finally:
             for server in servers:
-                _stop(server)
+                stop_group(server)
     except Abort as exc:
         print(exc, file=sys.stderr)
         return exc.status

@@ -257,10 +257,11 @@ def run_suite(argv: list[str], cwd: Path, timeout: float) -> int:
         print("benchmarks: interrupted; stopping the suite", flush=True)
         return 130
     finally:
-        _stop_group(proc)
+        stop_group(proc)
 
 
-def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group `proc` leads, then SIGKILL what is left after 10 s."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         if not _group_alive(proc):
             return

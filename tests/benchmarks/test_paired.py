@@ -53,8 +53,9 @@ def test_31_a_paired_run_serves_both_checkouts_and_writes_its_table(
     assert base_ops > 0 and new_ops > 0 and errors == 0
     assert (tmp_path / "baseline" / "src" / "mrtr").is_dir()  # the exported checkout
     assert "| call1 |" in (tmp_path / "paired.md").read_text()
-    assert not list(tmp_path.glob("*.server.log")) or all(
-        "Traceback" not in log.read_text() for log in tmp_path.glob("*.server.log"))
+    logs = sorted(tmp_path.glob("*.server.log"))
+    assert [log.name for log in logs] == ["baseline.server.log", "this-tree.server.log"]
+    assert all("Traceback" not in log.read_text() for log in logs)
 
 
 def test_31_an_unknown_baseline_is_a_clear_exit_2(
