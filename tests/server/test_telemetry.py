@@ -183,6 +183,34 @@ def test_without_an_sdk_nothing_is_recorded_and_the_probe_is_left() -> None:
     assert current_probe() is None
 
 
+def test_31_without_an_sdk_no_provider_is_asked_and_one_set_later_traces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no SDK set up a request costs two look-ups of the API's globals, not the six calls
+    of asking for a tracer and instruments; a provider set afterwards is used at once."""
+    from opentelemetry import trace as api_trace
+
+    dispatcher = Dispatcher(app)  # the global providers: none set in tests
+    telemetry = dispatcher.telemetry
+    asked: list[str] = []
+    tracer, instruments = telemetry.tracer, telemetry.instruments
+    monkeypatch.setattr(telemetry, "tracer", lambda: asked.append("tracer") or tracer())
+    monkeypatch.setattr(telemetry, "instruments",
+                        lambda: asked.append("instruments") or instruments())
+    body = msgspec.json.encode({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "boom", "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                  "io.modelcontextprotocol/clientCapabilities": {}}}})
+    assert asyncio.run(dispatcher.handle_bytes(body, Peer())) is not None
+    assert asked == []
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    monkeypatch.setattr(api_trace, "_TRACER_PROVIDER", provider)  # as set_tracer_provider()
+    assert asyncio.run(dispatcher.handle_bytes(body, Peer())) is not None
+    assert asked[:2] == ["tracer", "instruments"]
+    assert [s.name for s in spans.get_finished_spans()] == ["tools/call boom"]
+
+
 def test_a_2025_session_request_records_a_digest_of_its_session_id() -> None:
     rig = Rig()
     server = SessionServer(rig.dispatcher)

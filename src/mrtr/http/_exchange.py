@@ -154,7 +154,8 @@ class Exchange:
             reply = timed_out(message.id, app.request_timeout, app.log)
         assert reply is not None
         if not self.streaming:  # respond(), inline: one coroutine less per request
-            pending = self._whole(reply.http_status, reply.body, reply.headers)
+            pending = (self._whole(200, reply.body, ()) if reply.error is None
+                       else self._whole(reply.http_status, reply.body, reply.headers))
             if pending is not None:
                 await pending
             return

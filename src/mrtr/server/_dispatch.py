@@ -234,9 +234,11 @@ class Dispatcher:
         started = self.request_log.start()  # None: `mrtr.requests` is off, nothing is timed
         reply: Reply | None = None
         try:
+            meta = request.params.meta
             if self._traced:
-                self.telemetry.begin(probe, request.params.meta, peer)
-            check_version(request.params.meta)
+                self.telemetry.begin(probe, meta, peer)
+            if meta.protocol_version not in SUPPORTED_VERSIONS:  # check_version, inline
+                check_version(meta)
             route = self._routes.get(method)
             if route is None or not self._advertised(method):
                 raise MethodNotFound(f"Method not found: {method}")

@@ -25,6 +25,7 @@ from mrtr.protocol import (
     InputRequiredResult,
     ReadResourceRequest,
     ReadResourceResult,
+    TextContent,
 )
 from mrtr.server._consent import CONFIRM_ARGUMENT, ConsentRefused, ConsentRequired, split_confirm
 from mrtr.server._context import Context, StartTask
@@ -230,6 +231,8 @@ class Runner:
         return tool_failure(exc, name, self._log, expose=self._expose)
 
     def _tool_outcome(self, entry: ToolEntry, out: Any) -> CallToolResult | InputRequiredResult:
+        if type(out) is str and out.isascii() and entry.check_output is None:  # the usual tool
+            return CallToolResult(content=[TextContent(text=out)], meta=self._meta)  # as below
         if isinstance(out, InputRequiredResult):
             return _with_meta(out, self._meta)
         result = checked_tool_result(entry.tool.name, out, entry.check_output, self._log,

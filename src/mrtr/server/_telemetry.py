@@ -54,6 +54,10 @@ def load_api() -> Any:
         Status=Status, StatusCode=StatusCode, propagator=TraceContextTextMapPropagator(),
         tracer_provider=_global(trace, "_TRACER_PROVIDER", trace.get_tracer_provider),
         meter_provider=_global(metrics_state, "_METER_PROVIDER", metrics.get_meter_provider),
+        # Where those globals live, for `begin`'s test that neither is set (None: not known).
+        globals=((vars(trace), "_TRACER_PROVIDER", vars(metrics_state), "_METER_PROVIDER")
+                 if hasattr(trace, "_TRACER_PROVIDER")
+                 and hasattr(metrics_state, "_METER_PROVIDER") else None),
         inert=(ProxyTracerProvider, NoOpTracerProvider, NoOpMeterProvider,
                getattr(metrics_state, "_ProxyMeterProvider", NoOpMeterProvider)),
     )
@@ -114,6 +118,11 @@ class ServerTelemetry:
         self._meter_provider = meter_provider
         self._tracer: tuple[object, Any] = (None, None)  # (provider, its tracer)
         self._meters: tuple[object, Instruments | None] = (None, None)
+        # The API's provider globals, when this object has no providers of its own: while
+        # neither is set (no SDK) `begin` returns after two dict look-ups, not six calls.
+        self._globals: tuple[dict[str, Any], str, dict[str, Any], str] | None = (
+            self.api.globals if self.api is not None and tracer_provider is None
+            and meter_provider is None else None)
 
     @property
     def enabled(self) -> bool:
@@ -155,6 +164,10 @@ class ServerTelemetry:
 
         Never raises: telemetry that fails is logged and the request goes on untraced.
         """
+        unset = self._globals
+        if unset is not None and unset[0].get(unset[1]) is None and unset[2].get(
+                unset[3]) is None:
+            return  # no SDK set up: as tracer() and instruments() would find, sooner
         try:
             self._begin(probe, meta, peer)
         except Exception:

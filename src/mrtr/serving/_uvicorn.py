@@ -116,13 +116,26 @@ class Deadlines:
         self._begin(_HEAD)
         self._arm()  # a client that never sends a byte is bounded too
 
+    # receiving, received and answered run for every request: their usual paths are written
+    # out rather than calling _observe and _begin (five calls fewer a request, #31).
     def receiving(self) -> None:
         """Bytes arrived (before they are parsed): after a response they begin a request."""
         if self.phase is _IDLE:
-            self._begin(_HEAD)
+            if self.timer is not None:  # none runs while idle; as _begin would, all the same
+                self._cancel()
+            self.phase = _HEAD
+            self.since = self.conn.loop.time()
+            self.head_bytes = 0
 
     def received(self, size: int) -> None:
         """Bytes were parsed: move on if they completed the headers or the body."""
+        cycle = self.conn.cycle
+        if cycle is not None and cycle is not self.request and not cycle.more_body:
+            self.request = cycle  # the usual case: a whole request arrived
+            if self.timer is not None:
+                self._cancel()
+            self.phase = _APP
+            return
         self._observe()
         phase = self.phase
         if phase is _APP:
@@ -138,10 +151,13 @@ class Deadlines:
 
     def answered(self) -> None:
         """A response completed: the connection is idle unless another request is under way."""
-        self._observe()
         cycle = self.conn.cycle
+        if cycle is not None and (cycle is not self.request or self.phase is _BODY):
+            self._observe()
         if cycle is not None and cycle.response_complete:
-            self._begin(_IDLE)
+            if self.timer is not None:
+                self._cancel()
+            self.phase = _IDLE
 
     def stop(self) -> None:
         """The connection is closed, or handed to another protocol (a WebSocket)."""
