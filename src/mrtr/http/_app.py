@@ -256,7 +256,9 @@ class McpApp:
                 return
             await exchange.respond(202, b"")
             return
-        await exchange.run(message, self._admit(scope, headers, message, principal))
+        peer = (_ANONYMOUS if self.authenticator is None and "traceparent" not in headers
+                else self._admit(scope, headers, message, principal))  # _admit's usual case
+        await exchange.run(message, peer)
 
     async def _elsewhere(self, scope: ASGIScope, headers: Mapping[str, str],
                          exchange: Exchange) -> None:
@@ -348,8 +350,9 @@ class McpApp:
         return receive_body(receive, self.max_body, self.body_timeout)
 
     def _direct_body(self, headers: Mapping[str, str], direct: Direct) -> bytes | None:
-        """The body a server's Direct holds, under the same checks as a body read."""
-        self._check_length(headers)
+        """The body a server's Direct holds, under the same limit as a body read. Its parser
+        read exactly Content-Length bytes (a malformed one was its 400), so the body's own
+        length is the check (_check_length would only repeat it)."""
         body = direct.take_body()
         if body is not None and len(body) > self.max_body:
             raise too_large(self.max_body)

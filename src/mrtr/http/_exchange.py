@@ -39,7 +39,8 @@ class Direct(Protocol):
     whole reply written without two `send` messages. McpApp takes it out of the scope first."""
 
     def take_body(self) -> bytes | None:
-        """The whole request body, once; None once taken or the client went away."""
+        """The whole request body, once, as the server's parser framed it (a malformed
+        Content-Length refused there); None once taken or the client went away."""
 
     def reply(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
         """Write the whole reply at once, as `http.response.start` then its

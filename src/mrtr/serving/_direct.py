@@ -48,6 +48,7 @@ __all__ = ["DirectCycle", "DirectHttpTools"]
 
 _CHUNKED_END = b"0\r\n\r\n"
 _CLOSE = b"connection: close\r\n"
+_PLAIN_NAMES = frozenset({b"content-type", b"content-length"})  # pass uvicorn's name check
 
 
 class _Bell(asyncio.Event):
@@ -224,7 +225,10 @@ class DirectCycle(RequestResponseCycle):
             content += (name, b": ", value, b"\r\n")
         close = False
         for raw_name, value in headers:
-            name = _checked(raw_name, value)
+            # McpApp's usual names are valid and lower-case: only their values are checked
+            name = raw_name if raw_name in _PLAIN_NAMES else _checked_name(raw_name)
+            if HEADER_VALUE_RE.search(value):
+                raise RuntimeError("Invalid HTTP header value.")
             if name == b"content-length" and self.chunked_encoding is None:
                 self.expected_content_length = int(value.decode())
                 self.chunked_encoding = False
@@ -252,12 +256,10 @@ class DirectCycle(RequestResponseCycle):
                                 scope["http_version"], status)
 
 
-def _checked(name: bytes, value: bytes) -> bytes:
-    """The header's name, lower-cased; RuntimeError for a name or value uvicorn refuses."""
+def _checked_name(name: bytes) -> bytes:
+    """The header's name, lower-cased; RuntimeError for a name uvicorn refuses."""
     if HEADER_RE.search(name):
         raise RuntimeError("Invalid HTTP header name.")
-    if HEADER_VALUE_RE.search(value):
-        raise RuntimeError("Invalid HTTP header value.")
     return name.lower()
 
 
@@ -284,8 +286,10 @@ class DirectHttpTools(_Base):
     def on_headers_complete(self) -> None:
         path = self.direct_path
         parser = self.parser
+        limit = self.limit_concurrency  # over it: uvicorn's cycle answers 503
         if (path is None or self.expect_100_continue or parser.get_method() != b"POST"
-                or parser.should_upgrade() or self._over_limit()):
+                or parser.should_upgrade() or (limit is not None and (
+                    len(self.connections) >= limit or len(self.tasks) >= limit))):
             super().on_headers_complete()
             return
         parsed = httptools.parse_url(self.url)
@@ -301,10 +305,6 @@ class DirectHttpTools(_Base):
         scope["raw_path"] = path
         scope["query_string"] = parsed.query or b""
         self.held = []
-
-    def _over_limit(self) -> bool:
-        limit = self.limit_concurrency
-        return limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit)
 
     def on_body(self, body: bytes) -> None:
         if self.held is not None:
