@@ -138,7 +138,10 @@ class Exchange:
         self.deadline = now + app.request_timeout
         # Due for a watcher (which also enforces the deadline) after WATCH_AFTER, or at the
         # deadline if that is sooner: one timer per loop for all requests (Watchlist).
-        watchlist.add(self, min(now + self.WATCH_AFTER, self.deadline))
+        due = now + self.WATCH_AFTER if self.WATCH_AFTER < app.request_timeout else self.deadline
+        watchlist.due[self] = due  # Watchlist.add, inline: once a request
+        if watchlist.timer is None:
+            watchlist.arm(due)
         try:
             reply = await app.dispatcher.handle(message, peer, self.sink)
         except asyncio.CancelledError:
@@ -165,7 +168,7 @@ class Exchange:
     def _finish(self, watchlist: Watchlist) -> None:
         """The handler is done: no watcher, no keep-alives, and an interruption undone."""
         self.finished = True
-        watchlist.discard(self)
+        watchlist.due.pop(self, None)  # Watchlist.discard, inline: once a request
         for task in (self.watcher, self.keeper):
             if task is not None:
                 task.cancel()
@@ -256,7 +259,11 @@ class Watchlist:
     def add(self, exchange: Exchange, at: float) -> None:
         self.due[exchange] = at
         if self.timer is None:
-            self.timer = self.loop.call_at(at, self._tick)
+            self.arm(at)
+
+    def arm(self, at: float) -> None:
+        """Arm the timer for loop time `at` (none is armed)."""
+        self.timer = self.loop.call_at(at, self._tick)
 
     def discard(self, exchange: Exchange) -> None:
         """The request finished: it needs no watcher (the armed timer stays; see _tick)."""

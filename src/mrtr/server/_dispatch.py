@@ -301,11 +301,14 @@ class Dispatcher:
             entry = self.server.tables.tools.get(params.name)
             arguments = params.arguments if params.arguments is not UNSET else {}
             header_map = entry.header_map if entry is not None else {}
+            name: str | None = params.name  # its _target
+        else:
+            name = _target(message, method)
         check_headers(
             headers,
             protocol_version=params.meta.protocol_version,
             method=method,
-            name=_target(message, method),
+            name=name,
             arguments=arguments,
             header_map=header_map,
         )

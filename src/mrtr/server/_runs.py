@@ -107,7 +107,9 @@ class Runner:
         # a request for each collection of generation 0 to walk; the ledger drops the partial
         # once the handler ran: docs/performance.md, round 11).
         params = request.params
-        entry = self._tool(params.name, peer)
+        entry = self._server.tables.tools.get(params.name)
+        if entry is None or entry.scopes:  # unknown, or scoped: _tool raises or checks
+            entry = self._tool(params.name, peer)
         arguments = params.arguments if params.arguments is not UNSET else {}
         token: object = None
         if CONFIRM_ARGUMENT in arguments:  # a confirmation token (server/_consent.py)

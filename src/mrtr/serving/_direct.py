@@ -123,8 +123,14 @@ class DirectCycle(RequestResponseCycle):
             return False  # McpApp sends the messages: send() waits, or refuses a second reply
         if not self.disconnected:
             self.response_started = True
-            self.head = self._head(status, headers)
-            data = self._framed(body, False)
+            head = self._head(status, headers)
+            if self.chunked_encoding or len(body) != self.expected_content_length:
+                self.head = head  # chunked, or a length that _framed refuses
+                data = self._framed(body, False)
+            else:  # _framed's usual case, inline: the head and the whole body in one write
+                self.expected_content_length = 0
+                head.append(body)
+                data = b"".join(head)
             if self.keep_alive and len(self.in_flight) > 1:  # not alone: with the turn's others
                 self.replies.later(self.transport, data)
             else:
