@@ -7,6 +7,7 @@ RequestResponseCycle; each test checks the bytes on the wire and which cycle ser
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import time
 from collections.abc import Iterator
@@ -486,9 +487,9 @@ def _protocol(transport: Recorder) -> Any:
 
 
 def test_mcp_app_takes_the_body_and_writes_the_reply_through_the_direct() -> None:
-    """McpApp takes the cycle's Direct out of the scope (no reference cycle outlives the
-    request), reads no `http.request` message and writes head and body in one write."""
-    from mrtr.http._exchange import DIRECT
+    """The cycle hands itself to McpApp's direct entry (no extensions dict in the scope, so
+    no reference cycle outlives the request); McpApp reads no `http.request` message and
+    writes head and body in one write."""
 
     async def scenario() -> None:
         transport = Recorder()
@@ -505,12 +506,11 @@ def test_mcp_app_takes_the_body_and_writes_the_reply_through_the_direct() -> Non
         try:
             protocol.data_received(raw(call("echo", {"text": "hi"})))
             scope = protocol.scope
-            assert scope["extensions"] == {DIRECT: protocol.cycle}
             for _ in range(20):
                 await asyncio.sleep(0)
         finally:
             _direct.DirectCycle.receive = real_receive  # type: ignore[method-assign]
-        assert scope["extensions"] == {}
+        assert "extensions" not in scope
         assert received == []
         assert len(transport.writes) == 1
         head, _, body = transport.writes[0].partition(b"\r\n\r\n")
@@ -519,6 +519,46 @@ def test_mcp_app_takes_the_body_and_writes_the_reply_through_the_direct() -> Non
         assert msgspec.json.decode(body)["result"]["content"][0]["text"] == "hi"
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("failure", ["raises", "answers nothing"])
+def test_31_the_direct_entry_failing_is_uvicorns_500_and_log_line(
+    failure: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DirectCycle.run_asgi calls McpApp.serve_direct rather than the ASGI app; what uvicorn's
+    run_asgi does when the app fails (its log line, a 500, the request counted) still holds."""
+
+    async def broken(self: McpApp, scope: Any, receive: Any, send: Any, direct: Any) -> None:
+        if failure == "raises":
+            raise RuntimeError("a bug below McpApp's own handling")
+
+    monkeypatch.setattr(McpApp, "serve_direct", broken)
+
+    logged: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: logged.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("uvicorn.error")  # uvicorn's, which does not reach the root
+
+    async def scenario() -> list[bytes]:
+        transport = Recorder()
+        protocol = _protocol(transport)  # configures uvicorn's loggers: the handler goes after
+        logger.addHandler(handler)
+        protocol.data_received(raw(call("echo", {"text": "hi"})))
+        assert isinstance(protocol.cycle, _direct.DirectCycle)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert protocol.server_state.total_requests == 1
+        return transport.writes
+
+    try:
+        writes = asyncio.run(scenario())
+    finally:
+        logger.removeHandler(handler)
+    assert writes[0].startswith(b"HTTP/1.1 500 Internal Server Error") and b"connection: close"\
+        in writes[0] and writes[1:] == [b"<closed>"]
+    expected = ("Exception in ASGI application" if failure == "raises"
+                else "ASGI callable returned without starting response.")
+    assert any(expected in line for line in logged)
 
 
 def test_a_direct_whose_client_went_away_writes_nothing() -> None:

@@ -141,7 +141,7 @@ class McpApp:
         if kind != "http":
             await self._not_http(kind, receive, send)
             return
-        # An HTTP request is served here, not in a coroutine of its own: one frame less.
+        # Routed here; served by serve_direct, the entry `mrtr serve`'s direct path calls.
         root = scope.get("root_path", "")
         if root and scope.get("path", "").startswith(root):  # mounted at a prefix
             scope = {**scope, "path": scope["path"][len(root):] or "/"}
@@ -156,6 +156,13 @@ class McpApp:
         # and a reference cycle would outlive the request until the garbage collector ran.
         extensions = scope.get("extensions")
         direct: Direct | None = extensions.pop(DIRECT, None) if extensions else None
+        await self.serve_direct(scope, receive, send, direct)
+
+    async def serve_direct(self, scope: ASGIScope, receive: ASGIReceive, send: ASGISend,
+                           direct: Direct | None) -> None:
+        """Serve one HTTP request already routed to `path` (`__call__`'s routing done), with
+        the server's Direct if it holds the request whole: `mrtr serve` calls this for such a
+        POST (serving/_direct.py), no extensions dict to carry the Direct and take it out."""
         exchange = Exchange(self, receive, send, direct)
         if self.playground is not None:  # dev only: files this request's rounds for the page
             self.playground.watch(scope)

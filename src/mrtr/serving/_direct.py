@@ -7,16 +7,18 @@ body in two writes (two system calls, two TCP segments). For a POST to McpApp's 
 is whole when its last byte is parsed, `DirectCycle` does less: its `receive` hands over the
 body as parsed, and its `send` writes the head and the body of a reply with a Content-Length
 in one write (a stream's head is written at once, as uvicorn does), and while other requests are
-in flight it holds the reply to write it with the others of its loop turn (_coalesce.py). McpApp is
-called as the ASGI app it is (the same code for every check, limit, error and reply); only the
-cycle beneath it is cheaper. Everything else takes uvicorn's cycle unchanged.
+in flight it holds the reply to write it with the others of its loop turn (_coalesce.py). McpApp
+serves it through `serve_direct`, the entry its ASGI call reaches once routed (the same code for
+every check, limit, error and reply); only the cycle beneath it is cheaper. Everything else
+takes uvicorn's cycle unchanged.
 """
 
 # Design: DirectCycle is a RequestResponseCycle to the protocol: it sits in `protocol.cycle`
 # and in the pipeline, and the protocol's own code (connection_lost marking it disconnected,
 # shutdown clearing keep_alive, the pipeline starting it through run_asgi, server_state.tasks
 # for a graceful shutdown, on_response_complete counting requests and arming the keep-alive
-# timer) treats it as uvicorn's. run_asgi and send_500_response are inherited unchanged. A
+# timer) treats it as uvicorn's. send_500_response is inherited; run_asgi is uvicorn's with
+# McpApp.serve_direct called in place of the ASGI app (the path was checked here). A
 # request is taken only once its headers show a POST to the endpoint with no Expect and no
 # upgrade; its body is collected until on_message_complete, and a body still arriving when the
 # bytes at hand are parsed hands the request to uvicorn's cycle as if it had never been held
@@ -41,7 +43,6 @@ from uvicorn.protocols.http.httptools_impl import (
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from mrtr.http import McpApp
-from mrtr.http._exchange import DIRECT
 from mrtr.serving._coalesce import Replies, replies_of
 
 __all__ = ["DirectCycle", "DirectHttpTools"]
@@ -152,6 +153,27 @@ class DirectCycle(RequestResponseCycle):
             self.flow.resume_reading()  # as receive() does: a close is seen only reading
 
     # -- ASGI ------------------------------------------------------------------------------------
+    async def run_asgi(self, app: Any) -> None:
+        """uvicorn's run_asgi (the same log lines, 500 and closes), calling McpApp's direct
+        entry with this cycle: no ASGI call, no extensions dict carrying the cycle (#31)."""
+        try:
+            await app.serve_direct(self.scope, self.receive, self.send, self)
+        except BaseException as exc:
+            self.logger.error("Exception in ASGI application\n", exc_info=exc)
+            if not self.response_started:
+                await self.send_500_response()
+            else:
+                self.transport.close()
+        else:
+            if not self.response_started and not self.disconnected:
+                self.logger.error("ASGI callable returned without starting response.")
+                await self.send_500_response()
+            elif not self.response_complete and not self.disconnected:
+                self.logger.error("ASGI callable returned without completing response.")
+                self.transport.close()
+        finally:
+            self.on_response = _nothing
+
     async def receive(self) -> Any:
         body = self.request_body
         if body is not None and not self.disconnected:
@@ -262,6 +284,10 @@ class DirectCycle(RequestResponseCycle):
                                 scope["http_version"], status)
 
 
+def _nothing() -> None:
+    """A finished cycle's on_response: it lets go of the protocol (as uvicorn's lambda)."""
+
+
 def _checked_name(name: bytes) -> bytes:
     """The header's name, lower-cased; RuntimeError for a name uvicorn refuses."""
     if HEADER_RE.search(name):
@@ -328,8 +354,6 @@ class DirectHttpTools(_Base):
         keep_alive = self.scope["http_version"] != "1.0" and parser.should_keep_alive()
         body = held[0] if len(held) == 1 else b"".join(held)
         cycle = DirectCycle(self, self.scope, body, keep_alive)
-        scope: Any = self.scope
-        scope["extensions"] = {DIRECT: cycle}  # McpApp takes it out (no reference cycle)
         existing = self.cycle
         self.cycle = cycle
         if existing is None or existing.response_complete:
