@@ -242,6 +242,11 @@ class Round:
 
     # -- the Settler protocol (called by Ask) ----------------------------------------------------
     def settle(self, asks: Sequence[Ask[Any]], /) -> list[Any] | Deferred:
+        if len(asks) == 1:  # one ask awaited (the usual `await ctx.elicit(...)`)
+            value = self._resolve(asks[0])
+            if value is _UNANSWERED:
+                raise Suspend()
+            return [value]
         values = [self._resolve(ask) for ask in asks]
         if any(value is _UNANSWERED for value in values):
             raise Suspend()

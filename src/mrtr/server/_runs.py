@@ -92,11 +92,12 @@ class Runner:
         """`finish()`, run once per round when a store is set (see _ledger.py)."""
         ledger = self._engine.ledger
         round_id = round_.flow.round_id
-        if ledger is None or not round_id or round_.deadline is None:
+        deadline = round_.deadline
+        if ledger is None or not round_id or deadline is None:
             return finish()
         params = request.params
         responses = params.input_responses if params.input_responses is not UNSET else {}
-        return ledger.redeem(round_id, responses, round_.deadline, kind, finish)
+        return ledger.redeem(round_id, responses, deadline, kind, finish)
 
     # -- tools/call ------------------------------------------------------------------------------
     def call_tool(
