@@ -106,7 +106,11 @@ class Exchange:
         """Write a whole reply (JSON, or empty): at once through the server's Direct, else as
         the two ASGI messages (the awaitable returned)."""
         self.started = True
-        headers = self._headers(body, extra)
+        if extra or self.app.extra_headers:
+            headers = self._headers(body, extra)
+        else:  # the usual reply, as _headers makes it
+            length = (b"content-length", b"%d" % len(body))
+            headers = [_JSON, length] if body else [length]
         if self.direct is not None and self.direct.reply(status, headers, body):
             return None
         return self._messages(status, headers, body)
@@ -118,15 +122,12 @@ class Exchange:
 
     def _headers(self, body: bytes,
                  extra: Sequence[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-        """The headers of a whole reply (JSON, or empty)."""
-        length = (b"content-length", b"%d" % len(body))
-        if extra or self.app.extra_headers:
-            headers = [*extra, *self.app.extra_headers]
-            if body:
-                headers.append(_JSON)
-            headers.append(length)
-        else:  # the usual reply: no Retry-After, no worker id
-            headers = [_JSON, length] if body else [length]
+        """The headers of a whole reply (JSON, or empty) with a Retry-After or a worker id;
+        _whole makes the usual ones itself."""
+        headers = [*extra, *self.app.extra_headers]
+        if body:
+            headers.append(_JSON)
+        headers.append((b"content-length", b"%d" % len(body)))
         return headers
 
     async def run(self, message: Any, peer: Peer) -> None:
@@ -151,7 +152,10 @@ class Exchange:
         except Exception as exc:  # a Dispatcher bug: still answer, with the id (or last event)
             reply = unanswered(message.id, exc, app.log)
         finally:
-            self._finish(watchlist)
+            self.finished = True
+            watchlist.due.pop(self, None)  # Watchlist.discard, inline: once a request
+            if self.watching or self.reason is not None:
+                self._finish()
         if self.reason == "gone":
             return  # closing the stream is cancellation (spec): write nothing more
         if self.reason == "timeout":
@@ -165,10 +169,9 @@ class Exchange:
             return
         await self.send({"type": "http.response.body", "body": encode_sse_event(reply.body)})
 
-    def _finish(self, watchlist: Watchlist) -> None:
-        """The handler is done: no watcher, no keep-alives, and an interruption undone."""
-        self.finished = True
-        watchlist.due.pop(self, None)  # Watchlist.discard, inline: once a request
+    def _finish(self) -> None:
+        """The handler of a watched or interrupted request is done: no watcher, no
+        keep-alives, and an interruption undone."""
         for task in (self.watcher, self.keeper):
             if task is not None:
                 task.cancel()

@@ -39,7 +39,8 @@ class LazyKeepAlive(_Base):
         self.server_state.total_requests += 1
         if self.transport.is_closing():
             return
-        self.flow.resume_reading()
+        if self.flow.read_paused:  # FlowControl.resume_reading's test, without the call
+            self.flow.resume_reading()
         if self.pipeline:  # the next pipelined request starts: not idle
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
