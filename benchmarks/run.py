@@ -92,6 +92,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--server-core", default="1", help="taskset CPU list for servers, or 'none'")
     p.add_argument("--client-core", default="0",
                    help="taskset CPU list for the load generator and micro-benchmarks, or 'none'")
+    p.add_argument("--paired-runs", type=int, default=3,
+                   help="paired runs of mrtr beside each floor after the suite (0: none)")
     p.add_argument("--quick", action="store_true",
                    help="1 repeat × 3 s, quiet-wait 5 s, no retries (explicit options win)")
     p.add_argument("--strict", action="store_true",
@@ -427,6 +429,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"benchmarks: the suite wrote no {results_file} (exit {status})", file=sys.stderr)
         return 1
     report, checks = render(json.loads(results_file.read_text()), micro)
+    floors = [f for f in FLOORS if f in setup.names]
+    if a.paired_runs > 0 and floors and MRTR in setup.names:
+        from benchmarks.paired import beside_floors  # imports this module: not at its top
+
+        workloads = ",".join(w for w in a.workloads.split(",") if w in REPORTED_WORKLOADS)
+        report += "\n" + beside_floors(floors, workloads, a.paired_runs, a.duration * 2, out,
+                                       setup.shared, setup.python,
+                                       (a.server_core, a.client_core))
     if setup.skipped:
         report += "\n## Skipped targets\n\n" + "".join(
             f"- {name}: {why}\n" for name, why in setup.skipped.items())

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.paired import main, render, summarise
+from benchmarks.paired import main, render, summarise, target_argv
 from benchmarks.run import REPO
 
 SHARED = REPO.parent / "shared" / "bench"
@@ -67,3 +67,67 @@ def test_31_an_unknown_baseline_is_a_clear_exit_2(
                    "--harness-python", sys.executable])
     assert status == 2
     assert "cannot export baseline 'no-such-ref-31'" in capsys.readouterr().err
+
+
+def test_31_a_shared_target_is_started_from_its_targets_json_command() -> None:
+    spec = {"cmd": "{bin}/uvicorn --app-dir {bench}/servers floor_app:app --port {port}"}
+    assert target_argv(spec, Path("/v/bin"), Path("/b"), 8123) == [
+        "/v/bin/uvicorn", "--app-dir", "/b/servers", "floor_app:app", "--port", "8123"]
+
+
+def test_31_a_table_against_a_floor_names_it() -> None:
+    text = render(summarise({"call1": [[result(100, 2), result(103, 2)]]}), "main", 32,
+                  "floor-uvicorn")
+    assert "(`floor-uvicorn` from the shared bench)" in text
+    assert "| workload | runs | this tree ÷ floor-uvicorn, each run | median | errors |" in text
+    assert "| call1 | 100 (2.0) → 103 (2.0) | 1.030 | 1.030 | 0 |" in text
+
+
+@pytest.mark.skipif(not (SHARED / "harness.py").is_file(),
+                    reason="the shared bench harness (../shared/bench) is not here")
+def test_31_against_serves_the_named_target_beside_this_tree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--against NAME` starts NAME from a targets file (here one naming `mrtr serve` itself,
+    so the test needs no floor dependencies) in the baseline's place; no checkout is exported."""
+    targets = tmp_path / "targets.json"
+    targets.write_text(json.dumps({"other": {
+        "cmd": "{bin}/python -m mrtr serve benchmarks.server:app --host 127.0.0.1 --port {port}"
+               " --store none --ephemeral-key --log-level warning",
+        "env": {"PYTHONPATH": str(REPO)}}}))
+    out = tmp_path / "out"
+    status = main(["--against", "other", "--targets", str(targets), "--workloads", "call1",
+                   "--runs", "1", "--duration", "0.5", "--warmup", "0.2", "--out", str(out),
+                   "--harness-python", sys.executable, "--server-core", "none",
+                   "--client-core", "none"])
+    assert status == 0, capsys.readouterr()
+    (other_ops, ops, _, _, errors), = json.loads((out / "paired.json").read_text())["call1"]["runs"]
+    assert other_ops > 0 and ops > 0 and errors == 0
+    assert not (out / "baseline").exists()
+    assert sorted(log.name for log in out.glob("*.server.log")) == [
+        "other.server.log", "this-tree.server.log"]
+    assert "this tree ÷ other" in (out / "paired.md").read_text()
+    assert main(["--against", "missing", "--targets", str(targets), "--out", str(out),
+                 "--harness-python", sys.executable]) == 2
+    assert "no target 'missing'" in capsys.readouterr().err
+
+
+def test_31_make_bench_appends_one_table_per_floor_or_why_it_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from benchmarks import paired
+
+    def fake(argv: list[str]) -> int:
+        folder = Path(argv[argv.index("--out") + 1])
+        if argv[argv.index("--against") + 1] == "floor-uvicorn-sqlite":
+            return 1  # as a floor that did not start
+        folder.mkdir(parents=True)
+        (folder / "paired.md").write_text("TABLE of floor-uvicorn\n")
+        return 0
+
+    monkeypatch.setattr(paired, "main", fake)
+    text = paired.beside_floors(["floor-uvicorn", "floor-uvicorn-sqlite"], "call1", 3, 8.0,
+                                tmp_path, tmp_path, Path(sys.executable), ("1", "0"))
+    assert text.startswith("## Side by side with the floors")
+    assert "TABLE of floor-uvicorn" in text
+    assert "`floor-uvicorn-sqlite`: the paired run failed (exit 1)" in text
