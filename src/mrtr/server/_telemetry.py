@@ -55,9 +55,7 @@ def load_api() -> Any:
         tracer_provider=_global(trace, "_TRACER_PROVIDER", trace.get_tracer_provider),
         meter_provider=_global(metrics_state, "_METER_PROVIDER", metrics.get_meter_provider),
         # Where those globals live, for `begin`'s test that neither is set (None: not known).
-        globals=((vars(trace), "_TRACER_PROVIDER", vars(metrics_state), "_METER_PROVIDER")
-                 if hasattr(trace, "_TRACER_PROVIDER")
-                 and hasattr(metrics_state, "_METER_PROVIDER") else None),
+        globals=_where(trace, "_TRACER_PROVIDER", metrics_state, "_METER_PROVIDER"),
         inert=(ProxyTracerProvider, NoOpTracerProvider, NoOpMeterProvider,
                getattr(metrics_state, "_ProxyMeterProvider", NoOpMeterProvider)),
     )
@@ -73,6 +71,14 @@ def _global(module: Any, name: str, getter: Any) -> Any:
     if not hasattr(module, name):  # pragma: no cover - a future API version: the public way
         return getter
     return lambda: getattr(module, name)
+
+
+def _where(tracing: Any, tracer: str, metering: Any, meter: str) -> Any:
+    """The namespaces holding the two provider globals `_global` reads, with their names;
+    None when this API version has either elsewhere (`begin` then asks as before)."""
+    if not (hasattr(tracing, tracer) and hasattr(metering, meter)):
+        return None
+    return vars(tracing), tracer, vars(metering), meter
 
 
 class Instruments:
