@@ -139,10 +139,7 @@ class Exchange:
         self.deadline = now + app.request_timeout
         # Due for a watcher (which also enforces the deadline) after WATCH_AFTER, or at the
         # deadline if that is sooner: one timer per loop for all requests (Watchlist).
-        due = now + self.WATCH_AFTER if self.WATCH_AFTER < app.request_timeout else self.deadline
-        watchlist.due[self] = due  # Watchlist.add, inline: once a request
-        if watchlist.timer is None:
-            watchlist.arm(due)
+        watchlist.add(self, min(now + self.WATCH_AFTER, self.deadline))
         try:
             reply = await app.dispatcher.handle(message, peer, self.sink)
         except asyncio.CancelledError:
@@ -153,7 +150,7 @@ class Exchange:
             reply = unanswered(message.id, exc, app.log)
         finally:
             self.finished = True
-            watchlist.due.pop(self, None)  # Watchlist.discard, inline: once a request
+            watchlist.discard(self)
             if self.watching or self.reason is not None:
                 self._finish()
         if self.reason == "gone":
@@ -262,11 +259,7 @@ class Watchlist:
     def add(self, exchange: Exchange, at: float) -> None:
         self.due[exchange] = at
         if self.timer is None:
-            self.arm(at)
-
-    def arm(self, at: float) -> None:
-        """Arm the timer for loop time `at` (none is armed)."""
-        self.timer = self.loop.call_at(at, self._tick)
+            self.timer = self.loop.call_at(at, self._tick)
 
     def discard(self, exchange: Exchange) -> None:
         """The request finished: it needs no watcher (the armed timer stays; see _tick)."""

@@ -10,11 +10,9 @@ import math
 import msgspec
 
 from mrtr.errors import ProtocolError
-from mrtr.protocol import JSONRPCResultResponse, encode_error
+from mrtr.protocol import encode_error, encode_result
 
 __all__ = ["Reply"]
-
-_ENCODE = msgspec.json.Encoder().encode  # as encode_result's
 
 
 class Reply:
@@ -35,12 +33,11 @@ class Reply:
         self.request_id = request_id
         self.result = result
         self.error = error
-        if error is None:  # encode_result, inline (once a request)
-            assert result is not None
-            self.body = _ENCODE(JSONRPCResultResponse(
-                id=request_id, result=result))  # type: ignore[arg-type]
-        else:
+        if error is not None:
             self.body = encode_error(request_id, error)
+        else:
+            assert result is not None
+            self.body = encode_result(request_id, result)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return f"Reply({self.request_id!r}, result={self.result!r}, error={self.error!r})"
