@@ -10,8 +10,9 @@ principal and the originating request, short expiry). Knows nothing of rounds.
 # - Master keys never reach AES directly. HKDF-SHA256 derives the AES key (info
 #   b"mrtr requestState v1") and, with another info, the 8-byte kid, so the kid tells an attacker
 #   nothing about either. Derivation and AESGCM objects are built once, in __init__.
-# - Random 96-bit nonces stay safe for ~2**32 seals per key (NIST SP 800-38D); rotate keys well
-#   before that (at 1,000 seals/s that is over a century). Unique per token, it names one too.
+# - Random 96-bit nonces stay within NIST SP 800-38D for 2**32 seals per key, all replicas
+#   sharing it counted: about 50 days at 1,000 seals/s, so keys are rotated (docs/deploy.md,
+#   "Key rotation", says how often). Unique per token, the nonce names one too.
 # - Claims are a msgpack array (msgspec, array_like) so the token stays small; the caller's body is
 #   opaque bytes (the round engine puts round number, flow id and journal there).
 # - Binding is a frozen dataclass so the principal digest is computed once per request.
