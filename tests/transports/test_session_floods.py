@@ -11,6 +11,7 @@ server's RSS within 50 MiB (memory store) and another user's round works.
 from __future__ import annotations
 
 import concurrent.futures
+import http.client
 import json
 import subprocess
 import time
@@ -18,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import msgspec
@@ -91,17 +93,51 @@ def fresh_pings(url: str, session: str, count: int) -> tuple[Counter[int], set[s
     return statuses, workers
 
 
+class KeepAlive:
+    """One keep-alive HTTP/1.1 connection per URL from `address` (stdlib http.client: the
+    floods below send 20,000 requests or more, and httpx's own CPU per request was most of
+    their time on a 2-core machine, where client and server share the cores)."""
+
+    def __init__(self, address: str = "127.0.0.1") -> None:
+        self.address = address
+        self.connections: dict[str, http.client.HTTPConnection] = {}
+
+    def send(self, method: str, url: str, body: bytes | None,
+             headers: dict[str, str]) -> tuple[int, http.client.HTTPResponse, bytes]:
+        """(status, response, body) of one request; the body is read whole."""
+        connection = self.connections.get(url)
+        if connection is None:
+            parts = urlsplit(url)
+            connection = http.client.HTTPConnection(
+                parts.hostname or "127.0.0.1", parts.port, timeout=30,
+                source_address=(self.address, 0))
+            self.connections[url] = connection
+        connection.request(method, urlsplit(url).path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, response, response.read()
+
+    def close(self) -> None:
+        for connection in self.connections.values():
+            connection.close()
+
+
 def others_open_and_end(urls: list[str], total: int, clients: int = 4) -> Counter[int]:
     """`total` sessions opened and ended by `clients` other clients (127.0.0.10 and up), each
-    on one keep-alive connection, spread over `urls`: the DELETE statuses."""
+    on one keep-alive connection per URL, spread over `urls`: the DELETE statuses."""
     def one(n: int) -> Counter[int]:
         statuses: Counter[int] = Counter()
-        transport = httpx.HTTPTransport(local_address=f"127.0.0.{10 + n}")
-        with httpx.Client(timeout=30, transport=transport) as client:
+        client = KeepAlive(f"127.0.0.{10 + n}")
+        try:
             for i in range(total // clients):
                 url = urls[(n + i) % len(urls)]
-                session = open_session(client, url)
-                statuses[client.delete(url, headers=session_headers(session)).status_code] += 1
+                status, reply, text = client.send("POST", url, INITIALIZE, HEADERS)
+                assert status == 200, text
+                session = reply.getheader("mcp-session-id")
+                assert session, reply.getheaders()
+                status, _, _ = client.send("DELETE", url, None, session_headers(session))
+                statuses[status] += 1
+        finally:
+            client.close()
         return statuses
 
     with concurrent.futures.ThreadPoolExecutor(clients) as pool:
@@ -181,12 +217,16 @@ def flood(url: str, total: int, threads: int = 4) -> tuple[Counter[int], dict[st
     def one(_: int) -> tuple[Counter[int], dict[str, Any]]:
         statuses: Counter[int] = Counter()
         refusal: dict[str, Any] = {}
-        with httpx.Client(timeout=30) as client:
+        client = KeepAlive()
+        try:
             for _ in range(total // threads):
-                reply = client.post(url, content=INITIALIZE, headers=HEADERS)
-                statuses[reply.status_code] += 1
-                if reply.status_code == 429 and not refusal:
-                    refusal = {"retry-after": reply.headers.get("retry-after"), **reply.json()}
+                status, reply, body = client.send("POST", url, INITIALIZE, HEADERS)
+                statuses[status] += 1
+                if status == 429 and not refusal:
+                    refusal = {"retry-after": reply.getheader("retry-after"),
+                               **json.loads(body)}
+        finally:
+            client.close()
         return statuses, refusal
 
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
