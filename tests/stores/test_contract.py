@@ -157,9 +157,10 @@ def test_25_get_reports_a_lapsed_claim_as_absent_not_running(make_store: Factory
     # A lapsed claim is a dead holder's: reporting it RUNNING would make every retry wait for
     # work nobody does (before #25 only a 27 s SIGKILL test noticed, for SQLite).
     async def body(store: Store) -> list[Claim | None]:
-        await store.claim("k", lease=0.05, expires=later())
+        # 0.3 s: a loaded 2-core machine once took over 50 ms between the claim and the get
+        await store.claim("k", lease=0.3, expires=later())
         held = await store.get("k")
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.5)
         other = make_store()  # another process sees the same
         try:
             return [held, await store.get("k"), await other.get("k")]
