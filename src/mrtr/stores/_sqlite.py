@@ -11,8 +11,8 @@
 # inline: the loop's connection does not checkpoint (the thread does, every _CHECKPOINT inline
 # commits) and expired rows are swept on the thread, _SWEEP rows at most every `sweep_every`
 # seconds. A timeout or any sqlite error is StoreUnavailable. A slot is a row of its own
-# ("\x00s:" key NUL member, count its weight: never a claim); admit sums a key's live rows by a
-# range of the primary key inside the batch's BEGIN IMMEDIATE, so no other process admits between.
+# ("\x00s:" key NUL member, count its weight: never a claim), and each key keeps their total
+# (_sqlite_slots.py) inside the batch's BEGIN IMMEDIATE, so no other process admits between.
 # Tracked leases are rows of their own table, indexed by (index, lease end): `lapsed` reads the
 # due ones in order, joined to their entries. Notifications reach this process only (Channels):
 # SQLite cannot wake another process, so waiters elsewhere find the state at their next look.
@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mrtr.stores import _sqlite_slots as slots
 from mrtr.stores import _sqlite_sql as sql
 from mrtr.stores._local import Channels, RunningLoop
 from mrtr.stores._store import NEW, RUNNING, Claim, StoreUnavailable
@@ -160,7 +161,15 @@ class SQLiteStore:
         done.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     def _sweep(self, db: sqlite3.Connection) -> None:
-        db.execute(sql.DELETE_EXPIRED, (self._clock(), _SWEEP))
+        now = self._clock()
+        db.execute(sql.DELETE_EXPIRED, (now, *slots.KEPT, _SWEEP))
+        db.execute("BEGIN IMMEDIATE")  # a key's lapse rows and total go together
+        try:
+            slots.sweep_dead(db, now, _SWEEP)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     # -- connections (opened on the thread) -----------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -271,7 +280,8 @@ class SQLiteStore:
 
     async def purge(self, *, most: int) -> int:
         def step(db: sqlite3.Connection, now: float) -> int:
-            return int(db.execute(sql.DELETE_EXPIRED, (now, most)).rowcount)
+            gone = int(db.execute(sql.DELETE_EXPIRED, (now, *slots.KEPT, most)).rowcount)
+            return gone + slots.sweep_dead(db, now, max(0, most - gone))
 
         return int(await self._call(step))
 
@@ -316,35 +326,14 @@ class SQLiteStore:
 
     async def admit(self, key: str, member: str, *, limit: int, expires: float,
                     weight: int = 1) -> bool:
-        low, slot = "\x00s:" + key + "\x00", "\x00s:" + key + "\x00" + member
-
-        def step(db: sqlite3.Connection, now: float) -> bool:
-            row = db.execute(sql.SELECT, (slot,)).fetchone()
-            held = row[3] if row is not None and now < row[2] else None  # its weight
-            if held is not None and weight <= held:  # no heavier: it keeps its slot
-                if weight != held:
-                    db.execute(sql.REWEIGH, (weight, slot))
-                return True
-            total = db.execute(sql.SLOTS, (low, "\x00s:" + key + "\x01", now)).fetchone()[0]
-            if total - (held or 0) + weight > limit or (held is None and not now < expires):
-                return False
-            db.execute(sql.UPSERT, (slot, None, 0.0, row[2] if held is not None else expires,
-                                 weight))
-            return True
-
-        return bool(await self._call(step))
+        return bool(await self._call(lambda db, now: slots.admit(
+            db, now, key, member, limit=limit, expires=expires, weight=weight)))
 
     async def dismiss(self, key: str, member: str) -> None:
-        slot = "\x00s:" + key + "\x00" + member
-        await self._call(lambda db, now: db.execute("DELETE FROM mrtr_entries WHERE key = ?",
-                                                    (slot,)))
+        await self._call(lambda db, now: slots.dismiss(db, key, member))
 
     async def admitted(self, key: str) -> int:
-        def step(db: sqlite3.Connection, now: float) -> int:
-            low, high = "\x00s:" + key + "\x00", "\x00s:" + key + "\x01"
-            return int(db.execute(sql.SLOTS, (low, high, now)).fetchone()[0])
-
-        return int(await self._call(step))
+        return int(await self._call(lambda db, now: slots.admitted(db, key, now)))
 
     async def deliver(self, key: str, message: bytes, *, expires: float) -> None:
         def step(db: sqlite3.Connection, now: float) -> None:

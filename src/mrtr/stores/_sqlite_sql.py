@@ -37,7 +37,6 @@ __all__ = [
     "REWEIGH",
     "SCHEMA",
     "SELECT",
-    "SLOTS",
     "TRACK",
     "UNTRACK",
     "UPSERT",
@@ -84,11 +83,11 @@ INSERT_NEW = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, cou
                " outcome = ?2, lease_until = 0.0, expires = ?3, count = NULL"
                " WHERE NOT (expires > ?4 AND count IS NULL"
                " AND (outcome IS NOT NULL OR lease_until > ?4))")
-SLOTS = ("SELECT coalesce(sum(count), 0) FROM mrtr_entries WHERE key > ? AND key < ?"
-          " AND expires > ?")
 REWEIGH = "UPDATE mrtr_entries SET count = ? WHERE key = ?"
+# (now, low, high, limit): the slots' lapse rows and totals, keys in [low, high), are left to
+# _sqlite_slots.sweep_dead, which drops a key's rows together.
 DELETE_EXPIRED = ("DELETE FROM mrtr_entries WHERE key IN (SELECT key FROM mrtr_entries"
-                   " WHERE expires <= ? LIMIT ?)")
+                   " WHERE expires <= ? AND NOT (key >= ? AND key < ?) LIMIT ?)")
 
 
 WAL_FRAMES = 4096  # log frames (pages) past which a checkpoint restarts the log: 16 MiB
