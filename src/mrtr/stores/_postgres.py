@@ -256,7 +256,7 @@ class PostgresStore:
             float(expires), int(weight), now)))
 
     async def dismiss(self, key: str, member: str) -> None:
-        await self._run("dismiss", lambda db, now: db.execute(sql.DISMISS, _b(key), _b(member)))
+        await self._run("dismiss", lambda db, now: db.fetchval(sql.DISMISS, _b(key), _b(member)))
 
     async def admitted(self, key: str) -> int:
         return int(await self._run("admitted", lambda db, now: db.fetchval(
@@ -373,7 +373,7 @@ async def _purge(db: Any, now: float, most: int) -> int:
     for table in sql.TABLES:
         status = await db.execute(sql.PURGE.format(table=table), now, most)
         gone += int(status.rpartition(" ")[2] or 0)
-    return gone
+    return gone + int(await db.fetchval(sql.SWEEP_SLOTS, now, most))
 
 
 def _named(channel: str) -> str:

@@ -18,7 +18,11 @@
 # overcount for good); `sweep_dead` drops a whole key once its total expired, when every member
 # has lapsed. A key with members but no total (a file written before, or a total swept while
 # lapsed members still waited for the generic sweep) is totalled once from its member rows, and
-# its lapse rows are made then. Every function runs inside the caller's transaction.
+# its lapse rows are made then. A total can only be too high if something else removed rows
+# (a process of an older version sharing the file sweeps or dismisses without it), and then it
+# refuses too much: so a refusal first counts the key again from its members, at most every
+# _RECOUNT seconds (the time of the last count is the total row's `lease_until`). Every
+# function runs inside the caller's transaction.
 from __future__ import annotations
 
 import sqlite3
@@ -30,12 +34,14 @@ __all__ = ["KEPT", "admit", "admitted", "dismiss", "sweep_dead"]
 MEMBER, LAPSE, TOTAL = "\x00s:", "\x00zl:", "\x00zt:"
 KEPT = ("\x00z", "\x00{")  # the key range the generic sweep leaves to sweep_dead
 _DIGITS = 13  # hex digits of a deadline in ms: up to the year 144,000
+_RECOUNT = 60.0  # seconds: a key's refusals count its members again at most this often
 _BY_KEY = "DELETE FROM mrtr_entries WHERE key = ?"
 _RANGE = "SELECT key, lease_until, expires, count FROM mrtr_entries WHERE key > ? AND key < ?"
 _DROP_RANGE = "DELETE FROM mrtr_entries WHERE key > ? AND key < ?"
 _DROP_LAPSED = "DELETE FROM mrtr_entries WHERE key = ? AND NOT expires > ?"
+# (total key, total, a member's deadline, now): a new total was counted now.
 _ADD = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
-        " VALUES (?1, NULL, 0.0, ?3, ?2) ON CONFLICT (key) DO UPDATE SET count = ?2,"
+        " VALUES (?1, NULL, ?4, ?3, ?2) ON CONFLICT (key) DO UPDATE SET count = ?2,"
         " expires = max(expires, ?3)")
 _DEAD = ("SELECT key FROM mrtr_entries WHERE key > ? AND key < ? AND NOT expires > ?"
          " LIMIT ?")
@@ -44,7 +50,7 @@ _DEAD = ("SELECT key FROM mrtr_entries WHERE key > ? AND key < ? AND NOT expires
 def admit(db: sqlite3.Connection, now: float, key: str, member: str, *, limit: int,
           expires: float, weight: int) -> bool:
     """Store.admit's one step (see Store.admit)."""
-    total = _live_total(db, key, now)
+    total, counted = _live_total(db, key, now)
     slot = MEMBER + key + "\x00" + member
     row = db.execute(sql.SELECT, (slot,)).fetchone()
     held = row[3] if row is not None and now < row[2] else None  # its weight
@@ -52,14 +58,20 @@ def admit(db: sqlite3.Connection, now: float, key: str, member: str, *, limit: i
         if weight != held:
             _reweigh(db, key, member, row[2], weight, total - held + weight)
         return True
-    if total - (held or 0) + weight > limit or (held is None and not now < expires):
+    if held is None and not now < expires:
         return False
+    if total - (held or 0) + weight > limit:
+        if not now - counted >= _RECOUNT:
+            return False
+        total = _recount(db, key, now)  # a refusal: make sure of the total first
+        if total - (held or 0) + weight > limit:
+            return False
     if held is not None:  # heavier, and it fits: same deadline, new weight
         _reweigh(db, key, member, row[2], weight, total - held + weight)
         return True
     db.execute(sql.UPSERT, (slot, None, 0.0, expires, weight))
     db.execute(sql.UPSERT, (_lapse(key, member, expires), None, expires, expires, weight))
-    db.execute(_ADD, (TOTAL + key, total + weight, expires))
+    db.execute(_ADD, (TOTAL + key, total + weight, expires, now))
     return True
 
 
@@ -79,7 +91,7 @@ def dismiss(db: sqlite3.Connection, key: str, member: str) -> None:
 
 def admitted(db: sqlite3.Connection, key: str, now: float) -> int:
     """Store.admitted's one step: the live members' total weight."""
-    return _live_total(db, key, now)
+    return _live_total(db, key, now)[0]
 
 
 def sweep_dead(db: sqlite3.Connection, now: float, most: int) -> int:
@@ -93,11 +105,12 @@ def sweep_dead(db: sqlite3.Connection, now: float, most: int) -> int:
     return len(dead)
 
 
-def _live_total(db: sqlite3.Connection, key: str, now: float) -> int:
-    """Take the lapsed members off `key`'s total and return it (made when missing)."""
+def _live_total(db: sqlite3.Connection, key: str, now: float) -> tuple[int, float]:
+    """Take the lapsed members off `key`'s total: the total (made when missing) and when the
+    key's members were last counted."""
     row = db.execute(sql.SELECT, (TOTAL + key,)).fetchone()
     if row is None:
-        return _count(db, key, now)
+        return _recount(db, key, now), now
     total: int = row[3]
     low = LAPSE + key + "\x00"
     lapsed = [(found, weight) for found, until, _, weight in db.execute(
@@ -109,11 +122,12 @@ def _live_total(db: sqlite3.Connection, key: str, now: float) -> int:
         total -= weight
     if lapsed:
         db.execute(sql.REWEIGH, (total, TOTAL + key))
-    return total
+    return total, row[1]
 
 
-def _count(db: sqlite3.Connection, key: str, now: float) -> int:
-    """Total `key`'s live member rows and make their lapse rows and total: once per key."""
+def _recount(db: sqlite3.Connection, key: str, now: float) -> int:
+    """Count `key`'s live member rows anew: their lapse rows and the total made again."""
+    db.execute(_DROP_RANGE, (LAPSE + key + "\x00", LAPSE + key + "\x01"))
     low = MEMBER + key + "\x00"
     total, latest = 0, 0.0
     for found, _, expires, weight in db.execute(_RANGE, (low, MEMBER + key + "\x01")).fetchall():
@@ -123,7 +137,9 @@ def _count(db: sqlite3.Connection, key: str, now: float) -> int:
                                     weight))
             total, latest = total + weight, max(latest, expires)
     if latest:
-        db.execute(_ADD, (TOTAL + key, total, latest))
+        db.execute(sql.UPSERT, (TOTAL + key, None, now, latest, total))
+    else:
+        db.execute(_BY_KEY, (TOTAL + key,))
     return total
 
 
