@@ -312,7 +312,7 @@ def test_closing_the_store_writes_the_batch_in_flight(postgres_url: str) -> None
 
 
 def test_31_slots_a_version_1_schema_holds_are_counted_once_after_the_upgrade(
-        postgres_url: str) -> None:
+        postgres_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     # Version 2 keeps each key's total (mrtr_slot_totals) instead of summing its members on
     # every admit (3 ms at 10,000 members); members written under version 1 have no total yet.
     from mrtr.stores._postgres_sql import MIGRATIONS
@@ -330,7 +330,9 @@ def test_31_slots_a_version_1_schema_holds_are_counted_once_after_the_upgrade(
                 (b"gone", b"x", 1, now - 1)])
         finally:
             await db.close()
-        store = PostgresStore(f"{postgres_url}?schema={name}")
+        url = f"{postgres_url}?schema={name}"
+        assert await asyncio.to_thread(main, ["store", "init", url]) == 0  # 1 -> 2
+        store = PostgresStore(url)
         try:
             seen: list[object] = [await store.admitted("k"),
                                   await store.admit("k", "c", limit=5, expires=later()),
@@ -349,6 +351,7 @@ def test_31_slots_a_version_1_schema_holds_are_counted_once_after_the_upgrade(
 
     # the sweep takes "gone"'s lapsed member (a key with no total yet); "old" went at k's count
     assert asyncio.run(body()) == [5, False, True, 3, [0], 1, True, [2]]
+    assert f"version {VERSION} (upgraded from version 1)" in capsys.readouterr().out
 
 
 def test_31_slots_on_postgresql_answer_as_the_memory_store_does(postgres_url: str) -> None:
