@@ -387,28 +387,19 @@ def test_31_slots_on_postgresql_answer_as_the_memory_store_does(postgres_url: st
 def test_31_a_total_left_too_high_by_a_version_1_replica_is_counted_again_on_a_refusal(
         postgres_url: str) -> None:
     # A replica of version 1 in a rolling upgrade dismisses by deleting the member row only.
-    from tests.stores.test_sqlite_slots import Clock
+    from tests.stores.test_sqlite_slots import HEALED, Clock, after_a_lost_dismissal
 
-    url, clock = f"{postgres_url}?schema={schema()}", Clock()
+    name, clock = schema(), Clock()
+
+    async def lose() -> None:
+        await fetch(postgres_url, f"DELETE FROM \"{name}\".mrtr_slots WHERE member = 'a'"
+                    " RETURNING 1")
 
     async def body() -> list[object]:
-        store = PostgresStore(url, clock=clock, sweep_every=10**9)
+        store = PostgresStore(f"{postgres_url}?schema={name}", clock=clock, sweep_every=10**9)
         try:
-            for member in ("a", "b"):
-                await store.admit("k", member, limit=2, expires=clock.now + 600)
-            db = await asyncpg.connect(url.partition("?")[0])
-            try:
-                await db.execute(f'DELETE FROM "{url.partition("=")[2]}".mrtr_slots'
-                                 " WHERE member = 'a'")
-            finally:
-                await db.close()
-            seen: list[object] = [await store.admit("k", "c", limit=2, expires=clock.now + 600)]
-            clock.now += 61
-            seen += [await store.admit("k", "c", limit=2, expires=clock.now + 600),
-                     await store.admitted("k"),
-                     await store.admit("k", "d", limit=2, expires=clock.now + 600)]
-            return seen
+            return await after_a_lost_dismissal(store, clock, lose)
         finally:
             await store.aclose()
 
-    assert asyncio.run(body()) == [False, True, 2, False]
+    assert asyncio.run(body()) == HEALED
