@@ -168,7 +168,8 @@ class SQLiteStore:
             slots.sweep_dead(db, now, _SWEEP)
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
 
     # -- connections (opened on the thread) -----------------------------------------------------
