@@ -706,5 +706,6 @@ def test_31_sqlite_restarts_its_log_while_written_without_pause(
 
     largest = asyncio.run(body())
     # 3600 commits rewrite ~9 pages each: ~140 MB of log without a restart. With restarts the
-    # peak depends on how long RESTART waits for a gap between the loop's commits (10-25 MB).
-    assert largest < 50_000_000, largest
+    # peak depends on how long RESTART waits for a gap between the loop's commits: 10-25 MB
+    # alone, and once over 50 MB in a run of every SQLite test on a loaded 2-core machine.
+    assert largest < 90_000_000, largest
