@@ -78,7 +78,8 @@ def test_31_an_admit_at_5000_members_costs_what_it_costs_at_50(tmp_path: Path) -
         assert await store.admitted("k") == 4999  # 49 + 4,950 + 1 - 1
         return costs
 
-    small, large = (lambda c: (c[:4], c[4:]))(_run(tmp_path / "s.db", Clock(), body))
+    costs = _run(tmp_path / "s.db", clock, body)
+    small, large = costs[:4], costs[4:]
     assert all(b <= a * 1.5 + 50 for a, b in zip(small, large, strict=True)), (small, large)
 
 

@@ -39,6 +39,7 @@ _BY_KEY = "DELETE FROM mrtr_entries WHERE key = ?"
 _RANGE = "SELECT key, lease_until, expires, count FROM mrtr_entries WHERE key > ? AND key < ?"
 _DROP_RANGE = "DELETE FROM mrtr_entries WHERE key > ? AND key < ?"
 _DROP_LAPSED = "DELETE FROM mrtr_entries WHERE key = ? AND NOT expires > ?"
+_SUBTRACT = "UPDATE mrtr_entries SET count = count - ? WHERE key = ?"
 # (total key, total, a member's deadline, now): a new total was counted now.
 _ADD = ("INSERT INTO mrtr_entries (key, outcome, lease_until, expires, count)"
         " VALUES (?1, NULL, ?4, ?3, ?2) ON CONFLICT (key) DO UPDATE SET count = ?2,"
@@ -51,7 +52,7 @@ def admit(db: sqlite3.Connection, now: float, key: str, member: str, *, limit: i
           expires: float, weight: int) -> bool:
     """Store.admit's one step (see Store.admit)."""
     total, counted = _live_total(db, key, now)
-    slot = MEMBER + key + "\x00" + member
+    slot = _member(key, member)
     row = db.execute(sql.SELECT, (slot,)).fetchone()
     held = row[3] if row is not None and now < row[2] else None  # its weight
     if held is not None and weight <= held:  # no heavier: it keeps its slot
@@ -77,7 +78,7 @@ def admit(db: sqlite3.Connection, now: float, key: str, member: str, *, limit: i
 
 def dismiss(db: sqlite3.Connection, key: str, member: str) -> None:
     """Store.dismiss's one step: the member's rows go, and its weight leaves the total."""
-    slot = MEMBER + key + "\x00" + member
+    slot = _member(key, member)
     row = db.execute(sql.SELECT, (slot,)).fetchone()
     if row is None:
         return
@@ -86,7 +87,7 @@ def dismiss(db: sqlite3.Connection, key: str, member: str) -> None:
     counted = db.execute(sql.SELECT, (lapse,)).fetchone()
     if counted is not None:  # else it was never counted, or its lapse was already taken off
         db.execute(_BY_KEY, (lapse,))
-        db.execute(sql.REWEIGH, (_total(db, key) - counted[3], TOTAL + key))
+        db.execute(_SUBTRACT, (counted[3], TOTAL + key))
 
 
 def admitted(db: sqlite3.Connection, key: str, now: float) -> int:
@@ -99,8 +100,7 @@ def sweep_dead(db: sqlite3.Connection, now: float, most: int) -> int:
     rows; how many keys went."""
     dead = [found for (found,) in db.execute(_DEAD, (TOTAL, TOTAL[:-1] + ";", now, most))]
     for total_key in dead:
-        key = total_key[len(TOTAL):]
-        db.execute(_DROP_RANGE, (LAPSE + key + "\x00", LAPSE + key + "\x01"))
+        db.execute(_DROP_RANGE, _lapses(total_key[len(TOTAL):]))
         db.execute(_BY_KEY, (total_key,))
     return len(dead)
 
@@ -112,13 +112,12 @@ def _live_total(db: sqlite3.Connection, key: str, now: float) -> tuple[int, floa
     if row is None:
         return _recount(db, key, now), now
     total: int = row[3]
-    low = LAPSE + key + "\x00"
+    low = _lapses(key)[0]
     lapsed = [(found, weight) for found, until, _, weight in db.execute(
         _RANGE, (low, f"{low}{int(now * 1000) + 1:0{_DIGITS}x}")) if not now < until]
     for found, weight in lapsed:
         db.execute(_BY_KEY, (found,))
-        member = found[len(low) + _DIGITS + 1:]
-        db.execute(_DROP_LAPSED, (MEMBER + key + "\x00" + member, now))
+        db.execute(_DROP_LAPSED, (_member(key, found[len(low) + _DIGITS + 1:]), now))
         total -= weight
     if lapsed:
         db.execute(sql.REWEIGH, (total, TOTAL + key))
@@ -127,8 +126,8 @@ def _live_total(db: sqlite3.Connection, key: str, now: float) -> tuple[int, floa
 
 def _recount(db: sqlite3.Connection, key: str, now: float) -> int:
     """Count `key`'s live member rows anew: their lapse rows and the total made again."""
-    db.execute(_DROP_RANGE, (LAPSE + key + "\x00", LAPSE + key + "\x01"))
-    low = MEMBER + key + "\x00"
+    db.execute(_DROP_RANGE, _lapses(key))
+    low = _member(key, "")
     total, latest = 0, 0.0
     for found, _, expires, weight in db.execute(_RANGE, (low, MEMBER + key + "\x01")).fetchall():
         if now < expires:
@@ -145,14 +144,18 @@ def _recount(db: sqlite3.Connection, key: str, now: float) -> int:
 
 def _reweigh(db: sqlite3.Connection, key: str, member: str, deadline: float, weight: int,
              total: int) -> None:
-    db.execute(sql.REWEIGH, (weight, MEMBER + key + "\x00" + member))
+    db.execute(sql.REWEIGH, (weight, _member(key, member)))
     db.execute(sql.REWEIGH, (weight, _lapse(key, member, deadline)))
     db.execute(sql.REWEIGH, (total, TOTAL + key))
 
 
-def _total(db: sqlite3.Connection, key: str) -> int:
-    row = db.execute(sql.SELECT, (TOTAL + key,)).fetchone()
-    return int(row[3]) if row is not None else 0
+def _member(key: str, member: str) -> str:
+    return MEMBER + key + "\x00" + member
+
+
+def _lapses(key: str) -> tuple[str, str]:
+    """The bounds of `key`'s lapse rows (exclusive)."""
+    return LAPSE + key + "\x00", LAPSE + key + "\x01"
 
 
 def _lapse(key: str, member: str, deadline: float) -> str:
