@@ -3,6 +3,11 @@
 `python -m benchmarks.rounds [--ops N] [--concurrency C] [--stores none,sqlite,memory]
 [--profile] [--watch-after S]`
 
+Stores: `none`, `memory`, `sqlite`, and `memory-turn`: the memory store answering each
+`put_if_absent` one loop turn later, as a store that commits a turn's writes together does.
+`memory-turn` minus `memory` is what waiting for a commit costs a recorded round, apart from
+the commit itself (docs/performance.md, round 14).
+
 Each workload of the benchmark contract (benchmarks/server.py) runs `ops` times with `C` flows
 in flight on one asyncio loop, and the CPU time of the process (time.process_time, so other
 tenants of a shared machine do not count) is divided by the operations done. Targets are
@@ -46,7 +51,7 @@ from mrtr.protocol import (
     PROTOCOL_VERSION_KEY,
 )
 from mrtr.server import Dispatcher
-from mrtr.stores import MemoryStore, SQLiteStore, Store
+from mrtr.stores import Claim, MemoryStore, SQLiteStore, Store
 
 __all__ = ["META", "main", "measure", "watch_after"]
 
@@ -74,12 +79,28 @@ def watch_after(seconds: float | None) -> Iterator[None]:
         Exchange.WATCH_AFTER = before
 
 
+class _TurnStore(MemoryStore):
+    """The memory store whose put_if_absent answers a loop turn later (`memory-turn`)."""
+
+    async def put_if_absent(self, key: str, outcome: bytes, *, expires: float) -> Claim:
+        claim = await super().put_if_absent(key, outcome, expires=expires)
+        await asyncio.sleep(0)  # resumed in the next turn, as after a group commit
+        return claim
+
+
+STORES = ("none", "memory", "memory-turn", "sqlite")
+
+
 def _store(kind: str, folder: Path) -> Store | None:
     if kind == "none":
         return None
     if kind == "memory":
         return MemoryStore()
-    return SQLiteStore(folder / f"{kind}-{time.monotonic_ns()}.db")
+    if kind == "memory-turn":
+        return _TurnStore()
+    if kind == "sqlite":
+        return SQLiteStore(folder / f"{kind}-{time.monotonic_ns()}.db")
+    raise ValueError(f"unknown store {kind!r}; one of {', '.join(STORES)}")
 
 
 async def _post(app: McpApp, method: str, params: dict[str, Any], name: str | None) -> Any:
@@ -186,7 +207,10 @@ _PARTS: dict[str, tuple[str, str]] = {
     "app": ("mrtr/http/_app.py", "__call__"),
     "receive": ("mrtr/server/_dispatch.py", "receive"),
     "handle": ("mrtr/server/_dispatch.py", "handle"),
+    # tools/call: call_tool opens the round (unseal included) and returns the coroutine
+    # _tool_result, which runs it (since round 11 call_tool is no coroutine itself).
     "route": ("mrtr/server/_runs.py", "call_tool"),
+    "run": ("mrtr/server/_runs.py", "_tool_result"),
     "list": ("mrtr/server/_listing.py", "tools"),
     "reply": ("mrtr/server/_reply.py", "__init__"),
     "unseal": ("mrtr/server/_sealing.py", "unseal"),
@@ -226,7 +250,7 @@ _TOOLS = ("echo", "greet", "deploy")
 def breakdown(workload: str, kind: str, ops: int, concurrency: int) -> dict[str, float]:
     """The parts of one op, in shares of the server's profiled time (HTTP = McpApp's own)."""
     c = profile(workload, kind, ops, concurrency)
-    route = c["route"] or c["list"]
+    route = c["route"] + c["run"] or c["list"]
     in_route = c["claim"] + (c["keep"] or c["record"])  # the store's part inside the route
     store = in_route + c["flush"]
     parts = {
@@ -252,7 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--workloads", default=",".join(WORKLOADS))
-    p.add_argument("--stores", default="none,sqlite,memory")
+    p.add_argument("--stores", default="none,sqlite,memory",
+                   help=f"comma-separated, of {', '.join(STORES)} (default none,sqlite,memory)")
     p.add_argument("--profile", action="store_true",
                    help="print each workload's breakdown (shares of a round) for each store")
     p.add_argument("--watch-after", type=float, default=None, metavar="S",
@@ -262,6 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.watch_after is not None and not a.watch_after >= 0:
         p.error("--watch-after must be a number of seconds ≥ 0")
+    unknown = [kind for kind in a.stores.split(",") if kind not in STORES]
+    if unknown:
+        p.error(f"--stores: no store {', '.join(unknown)} (there are {', '.join(STORES)})")
     with watch_after(a.watch_after):
         return _main(a)
 
