@@ -207,9 +207,11 @@ _PARTS: dict[str, tuple[str, str]] = {
     "app": ("mrtr/http/_app.py", "__call__"),
     "receive": ("mrtr/server/_dispatch.py", "receive"),
     "handle": ("mrtr/server/_dispatch.py", "handle"),
-    # tools/call: call_tool opens the round (unseal included) and returns the coroutine
-    # _tool_result, which runs it (since round 11 call_tool is no coroutine itself).
+    # tools/call: call_tool opens the round (unseal included) and returns the coroutine that
+    # runs it (since round 11 call_tool is no coroutine itself): the Ledger's redeem, which
+    # runs _tool_result inside, for a redeemed round with a store; else _tool_result.
     "route": ("mrtr/server/_runs.py", "call_tool"),
+    "redeem": ("mrtr/server/_ledger.py", "redeem"),
     "run": ("mrtr/server/_runs.py", "_tool_result"),
     "list": ("mrtr/server/_listing.py", "tools"),
     "reply": ("mrtr/server/_reply.py", "__init__"),
@@ -237,9 +239,12 @@ def profile(workload: str, kind: str, ops: int, concurrency: int) -> dict[str, f
             profiler.disable()
     stats: dict[Any, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
     cum = dict.fromkeys(_PARTS, 0.0)
-    for (file, _line, func), (_cc, _nc, _tt, ct, _callers) in stats.items():
+    for (file, _line, func), (_cc, _nc, _tt, ct, callers) in stats.items():
         for part, (suffix, name) in _PARTS.items():
             if file.endswith(suffix) and (func == name or (not name and func in _TOOLS)):
+                if part == "run":  # what redeem ran is in redeem's time already
+                    ct = sum(by[3] for (_, _, caller), by in callers.items()
+                             if caller != "redeem")
                 cum[part] += ct
     return {k: v / (ops + min(ops, 200)) * 1e6 for k, v in cum.items()}
 
@@ -250,7 +255,7 @@ _TOOLS = ("echo", "greet", "deploy")
 def breakdown(workload: str, kind: str, ops: int, concurrency: int) -> dict[str, float]:
     """The parts of one op, in shares of the server's profiled time (HTTP = McpApp's own)."""
     c = profile(workload, kind, ops, concurrency)
-    route = c["route"] + c["run"] or c["list"]
+    route = c["route"] + c["redeem"] + c["run"] or c["list"]
     in_route = c["claim"] + (c["keep"] or c["record"])  # the store's part inside the route
     store = in_route + c["flush"]
     parts = {
