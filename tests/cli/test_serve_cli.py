@@ -65,6 +65,27 @@ def test_in_process_stdio_serve_restores_stdout(capsys: pytest.CaptureFixture[st
     assert sys.stdout is stdout
 
 
+@pytest.mark.parametrize("argv", [
+    ["tests.transports.apps:nothing", "--stdio", "--log-level", "debug"],  # serve() refuses
+    ["tests.transports.apps:app", "--port", "99999", "--log-format", "json"],  # settings
+    ["tests.transports.apps:app", "--force"],  # _run_serve's own usage error
+])
+def test_in_process_serve_puts_logging_back(
+    argv: list[str], capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `mrtr serve` logs in its own format while it runs; called in-process (tests, embedding)
+    # it left the root logger at its level with its handler, so every later request of the
+    # process wrote a request line (the rest of the test suite ran so).
+    import logging
+
+    loggers = [logging.getLogger(), logging.getLogger("uvicorn"),
+               logging.getLogger("uvicorn.access")]
+    before = [(lg.level, lg.handlers[:], lg.propagate) for lg in loggers]
+    assert main(["serve", *argv]) == 2
+    assert [(lg.level, lg.handlers[:], lg.propagate) for lg in loggers] == before
+    assert capsys.readouterr().err.startswith("mrtr serve: ")
+
+
 @pytest.mark.parametrize(("target", "message"), [
     ("no/such/file.py:app", "mrtr serve: no such file: no/such/file.py\n"),
     ("tests.transports.apps:nothing",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging.config
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -128,12 +127,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from mrtr.serving._keyfile import default_key_file
-    from mrtr.serving._logging import log_config
-    from mrtr.serving._serve import serve
+    from mrtr.serving._logging import applied, log_config
 
-    # This process's own lines (before uvicorn starts, or --stdio) in the chosen format too.
-    logging.config.dictConfig(log_config(args.log_level, args.log_format, args.access_log))
+    # This process's own lines (before uvicorn starts, or --stdio) in the chosen format too;
+    # put back on return, as stdout is: main() may be called in-process (tests, embedding).
+    with applied(log_config(args.log_level, args.log_format, args.access_log)):
+        return _serve_logged(args)
+
+
+def _serve_logged(args: argparse.Namespace) -> int:
+    from mrtr.serving._keyfile import default_key_file
+    from mrtr.serving._serve import serve
 
     if args.force and not args.playground:
         print("mrtr serve: --force applies to --playground only", file=sys.stderr)

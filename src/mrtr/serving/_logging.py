@@ -9,17 +9,21 @@
 # dict, which uvicorn applies in every worker process as well.
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import logging.config
 import re
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 
 from mrtr.server._probe import current_probe
 
-__all__ = ["JsonFormatter", "RequestContext", "TextFormatter", "announce", "log_config"]
+__all__ = ["JsonFormatter", "RequestContext", "TextFormatter", "announce", "applied",
+           "log_config"]
 
 _log = logging.getLogger("mrtr.serve")
 
@@ -127,6 +131,27 @@ def log_config(level: str = "info", log_format: str = "text",
                                "level": "INFO" if access_log else "CRITICAL"},
         },
     }
+
+
+@contextlib.contextmanager
+def applied(config: dict[str, Any]) -> Iterator[None]:
+    """Apply a `log_config` dict for the block, then put back what it set on the root logger
+    and the loggers it names (level, handlers, propagation), closing the handlers it made:
+    `mrtr serve` called in-process (tests, embedding) leaves logging as it found it."""
+    loggers = [logging.getLogger(), *(logging.getLogger(name) for name in config["loggers"])]
+    saved = [(logger, logger.level, logger.handlers[:], logger.propagate) for logger in loggers]
+    try:
+        logging.config.dictConfig(config)
+        yield
+    finally:
+        made: list[logging.Handler] = []
+        for logger, level, handlers, propagate in saved:
+            made += [h for h in logger.handlers if h not in handlers and h not in made]
+            logger.setLevel(level)
+            logger.handlers[:] = handlers
+            logger.propagate = propagate
+        for handler in made:
+            handler.close()
 
 
 def announce(host: str, port: int, path: str) -> None:
