@@ -24,9 +24,10 @@ def test_31_the_breakdown_names_the_parts_and_sums_to_one(workload: str) -> None
     assert sum(shares.values()) == pytest.approx(1.0)
     assert shares["store (ledger + SQLite commits)"] > 0 and shares["unseal"] > 0
     # Each part is the time of functions nested in the one it is taken from, so none is below
-    # nothing whatever the machine or the process does meanwhile (in the full suite a tracer
-    # provider another test installed makes dispatch most of it). The round engine read -16 %
-    # on mrtr3 when the route was timed by a function that only opens the round.
+    # nothing whatever the machine or the process does meanwhile (while an in-process `mrtr
+    # serve` left the root logger at INFO, the request lines made dispatch most of it). The
+    # round engine read -16 % on mrtr3 when the route was timed by a function that only opens
+    # the round.
     assert all(share >= 0 for share in shares.values()), shares
     assert rounds.breakdown("call1", "none", 20, 4)["unseal"] == 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import stat
 import subprocess
@@ -76,8 +77,6 @@ def test_in_process_serve_puts_logging_back(
     # `mrtr serve` logs in its own format while it runs; called in-process (tests, embedding)
     # it left the root logger at its level with its handler, so every later request of the
     # process wrote a request line (the rest of the test suite ran so).
-    import logging
-
     loggers = [logging.getLogger(), logging.getLogger("uvicorn"),
                logging.getLogger("uvicorn.access")]
     before = [(lg.level, lg.handlers[:], lg.propagate) for lg in loggers]

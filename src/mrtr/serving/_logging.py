@@ -144,9 +144,9 @@ def applied(config: dict[str, Any]) -> Iterator[None]:
         logging.config.dictConfig(config)
         yield
     finally:
-        made: list[logging.Handler] = []
+        kept = {handler for _, _, handlers, _ in saved for handler in handlers}
+        made = {handler for logger in loggers for handler in logger.handlers} - kept
         for logger, level, handlers, propagate in saved:
-            made += [h for h in logger.handlers if h not in handlers and h not in made]
             logger.setLevel(level)
             logger.handlers[:] = handlers
             logger.propagate = propagate
